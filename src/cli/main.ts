@@ -1,0 +1,19 @@
+#!/usr/bin/env node
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { Command } from 'commander';
+import { registerDemoCommand } from './demo';
+import { fail } from './output';
+import { registerStackCommands } from './stackCommands';
+import { registerWorkerCommand } from './workerCommand';
+
+Runtime.install({ logger: new DefaultLogger('WARN') });
+
+const program = new Command('evalrl')
+  .description('Durable training for eval-centric agentic RL on Temporal')
+  .showHelpAfterError();
+
+registerStackCommands(program);
+registerWorkerCommand(program);
+registerDemoCommand(program);
+
+program.parseAsync(process.argv).catch(fail);

@@ -1,0 +1,101 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+/** Thrown when an environment variable is missing or malformed; names the variable and the reason. */
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    readonly reason: string,
+  ) {
+    super(`${variable}: ${reason}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const port = z.coerce.number().int().min(1).max(65535);
+const hostPort = z.string().regex(/^[^:\s/]+:\d{1,5}$/, 'expected host:port, e.g. 127.0.0.1:7233');
+const httpUrl = z.url({ protocol: /^https?$/, error: 'expected an http(s) URL' });
+const postgresUrl = z.url({ protocol: /^postgres(ql)?$/, error: 'expected a postgres:// URL' });
+
+/** Every variable evalrl reads, with its default. Secrets (tokens, keys, passwords in URLs) come only from here. */
+const envSchema = z.object({
+  EVALRL_DATA_DIR: z.string().min(1).default('.evalrl'),
+  EVALRL_MAILDIR: z.string().min(1).default('../shared/data/enron/maildir'),
+  EVALRL_VENV: z.string().min(1).default('.venv'),
+  TEMPORAL_ADDRESS: hostPort.optional(),
+  TEMPORAL_NAMESPACE: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{1,254}$/, 'not a valid namespace name')
+    .default('evalrl'),
+  EVALRL_TEMPORAL_PORT: port.default(7233),
+  EVALRL_TEMPORAL_UI_PORT: port.default(8233),
+  DATABASE_URL: postgresUrl.optional(),
+  EVALRL_PG_PORT: port.default(5433),
+  EVALRL_MODEL_SERVER_URL: httpUrl.default('http://127.0.0.1:8000'),
+  EVALRL_MODEL_SERVER_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  EVALRL_TEACHER_URL: httpUrl.optional(),
+  EVALRL_TEACHER_MODEL: z.string().min(1).optional(),
+  EVALRL_TEACHER_API_KEY: z.string().min(1).optional(),
+});
+
+export type Env = z.infer<typeof envSchema>;
+
+export interface Config {
+  dataDir: string;
+  maildir: string;
+  venv: string;
+  temporal: {
+    /** Set when TEMPORAL_ADDRESS names an external server; otherwise the local dev server is used. */
+    external: boolean;
+    address: string;
+    namespace: string;
+    port: number;
+    uiPort: number;
+  };
+  postgres: { external: boolean; url: string; port: number };
+  modelServer: { url: string; token?: string };
+  teacher?: { url: string; model: string; apiKey?: string };
+}
+
+const LOCAL_PG_USER = 'evalrl';
+const LOCAL_PG_DATABASE = 'evalrl';
+
+/** Reads and validates the environment; throws ConfigError naming the first bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const present = Object.fromEntries(
+    Object.entries(env).filter(([, value]) => value !== undefined && value !== ''),
+  );
+  const parsed = envSchema.safeParse(present);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new ConfigError(String(issue.path[0]), issue.message);
+  }
+  const e = parsed.data;
+  if (e.EVALRL_TEACHER_URL && !e.EVALRL_TEACHER_MODEL) {
+    throw new ConfigError('EVALRL_TEACHER_MODEL', 'required when EVALRL_TEACHER_URL is set');
+  }
+  const dataDir = path.resolve(e.EVALRL_DATA_DIR);
+  return {
+    dataDir,
+    maildir: path.resolve(e.EVALRL_MAILDIR),
+    venv: path.resolve(e.EVALRL_VENV),
+    temporal: {
+      external: e.TEMPORAL_ADDRESS !== undefined,
+      address: e.TEMPORAL_ADDRESS ?? `127.0.0.1:${e.EVALRL_TEMPORAL_PORT}`,
+      namespace: e.TEMPORAL_NAMESPACE,
+      port: e.EVALRL_TEMPORAL_PORT,
+      uiPort: e.EVALRL_TEMPORAL_UI_PORT,
+    },
+    postgres: {
+      external: e.DATABASE_URL !== undefined,
+      url: e.DATABASE_URL ?? `postgres://${LOCAL_PG_USER}@127.0.0.1:${e.EVALRL_PG_PORT}/${LOCAL_PG_DATABASE}`,
+      port: e.EVALRL_PG_PORT,
+    },
+    modelServer: { url: e.EVALRL_MODEL_SERVER_URL, token: e.EVALRL_MODEL_SERVER_TOKEN },
+    teacher: e.EVALRL_TEACHER_URL
+      ? { url: e.EVALRL_TEACHER_URL, model: e.EVALRL_TEACHER_MODEL!, apiKey: e.EVALRL_TEACHER_API_KEY }
+      : undefined,
+  };
+}
+
+export const localPostgres = { user: LOCAL_PG_USER, database: LOCAL_PG_DATABASE };

@@ -1,0 +1,26 @@
+import pg from 'pg';
+import type { Config } from '../config';
+
+/** One pool per process; activities share it. */
+export function createPool(config: Config, max = 10): pg.Pool {
+  return new pg.Pool({ connectionString: config.postgres.url, max });
+}
+
+/** Runs `work` in a transaction: committed if it returns, rolled back if it throws. */
+export async function inTransaction<T>(
+  pool: pg.Pool,
+  work: (client: pg.PoolClient) => Promise<T>,
+): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}

@@ -1,0 +1,105 @@
+import { spawn, type SpawnOptions } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/**
+ * A background service that `evalrl up` starts and `evalrl down` stops. Its pid file under the data
+ * directory is the proof that we started it: `down` never touches a process without one.
+ */
+export interface ManagedProcess {
+  name: string;
+  pidFile: string;
+  logFile: string;
+}
+
+export function managedProcess(dataDir: string, name: string): ManagedProcess {
+  return {
+    name,
+    pidFile: path.join(dataDir, 'run', `${name}.pid`),
+    logFile: path.join(dataDir, 'logs', `${name}.log`),
+  };
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The pid recorded for this process, if it is still running. */
+export function runningPid(proc: ManagedProcess): number | undefined {
+  if (!fs.existsSync(proc.pidFile)) return undefined;
+  const pid = Number(fs.readFileSync(proc.pidFile, 'utf8').trim());
+  return Number.isInteger(pid) && pid > 0 && isAlive(pid) ? pid : undefined;
+}
+
+/** Starts the command detached from this process (it outlives the CLI), logging to the process's log file. */
+export function startDetached(
+  proc: ManagedProcess,
+  command: string,
+  args: string[],
+  options: Pick<SpawnOptions, 'uid' | 'gid' | 'env' | 'cwd'> = {},
+): number {
+  fs.mkdirSync(path.dirname(proc.pidFile), { recursive: true });
+  fs.mkdirSync(path.dirname(proc.logFile), { recursive: true });
+  const log = fs.openSync(proc.logFile, 'a');
+  const child = spawn(command, args, { ...options, detached: true, stdio: ['ignore', log, log] });
+  fs.closeSync(log);
+  if (child.pid === undefined) throw new Error(`${proc.name}: could not start ${command}`);
+  child.unref();
+  fs.writeFileSync(proc.pidFile, `${child.pid}\n`);
+  return child.pid;
+}
+
+/** Stops a process we started (SIGTERM, then SIGKILL after the grace period) and removes its pid file. */
+export async function stopManaged(
+  proc: ManagedProcess,
+  signal: NodeJS.Signals = 'SIGTERM',
+  graceMs = 20_000,
+) {
+  const pid = runningPid(proc);
+  if (pid !== undefined) {
+    process.kill(pid, signal);
+    const deadline = Date.now() + graceMs;
+    while (isAlive(pid) && Date.now() < deadline) await sleep(100);
+    if (isAlive(pid)) process.kill(pid, 'SIGKILL');
+    while (isAlive(pid)) await sleep(50);
+  }
+  fs.rmSync(proc.pidFile, { force: true });
+  return pid !== undefined;
+}
+
+export function portOpen(host: string, port: number, timeoutMs = 1000): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    const done = (open: boolean) => {
+      socket.destroy();
+      resolve(open);
+    };
+    socket.setTimeout(timeoutMs, () => done(false));
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+}
+
+/** Polls `check` until it succeeds; on timeout the error names the service and points at its log. */
+export async function waitUntil(
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+  logFile?: string,
+) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check().catch(() => false)) return;
+    await sleep(250);
+  }
+  throw new Error(
+    `${what} did not become healthy within ${timeoutMs / 1000}s${logFile ? `; see ${logFile}` : ''}`,
+  );
+}

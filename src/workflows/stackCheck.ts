@@ -1,0 +1,13 @@
+import { proxyActivities, workflowInfo } from '@temporalio/workflow';
+import type { createStackCheckActivities } from '../activities/stackCheck';
+import { TASK_QUEUES } from '../taskQueues';
+
+const { recordStackCheck } = proxyActivities<ReturnType<typeof createStackCheckActivities>>({
+  taskQueue: TASK_QUEUES.cpu,
+  startToCloseTimeout: '30 seconds',
+});
+
+/** The smallest real workflow: one activity on the CPU queue, through PostgreSQL. */
+export async function stackCheck(message: string): Promise<{ workflowId: string; stored: string }> {
+  return recordStackCheck(workflowInfo().workflowId, message);
+}

@@ -1,0 +1,5 @@
+import { cli } from './testStack';
+
+export default async function globalTeardown() {
+  await cli(['down']);
+}

@@ -1,0 +1,43 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { loadConfig, type Config } from '../../src/config';
+
+const run = promisify(execFile);
+const root = path.resolve(__dirname, '../..');
+
+/** The shared stack integration tests run against: its own data folder and ports, apart from the demo's. */
+export const TEST_STACK_ENV = {
+  // Under the temp dir, which the unprivileged PostgreSQL user can enter wherever the clone lives.
+  EVALRL_DATA_DIR: path.join(
+    os.tmpdir(),
+    `evalrl-test-stack-${createHash('sha256').update(root).digest('hex').slice(0, 8)}`,
+  ),
+  EVALRL_TEMPORAL_PORT: '17233',
+  EVALRL_TEMPORAL_UI_PORT: '18233',
+  EVALRL_PG_PORT: '15433',
+  EVALRL_VENV: path.join(root, '.venv'),
+  EVALRL_MAILDIR: path.resolve(root, '../shared/data/enron/maildir'),
+};
+
+export function stackConfig(env: Record<string, string> = TEST_STACK_ENV): Config {
+  return loadConfig({ ...env, TEMPORAL_ADDRESS: undefined, DATABASE_URL: undefined });
+}
+
+/** Runs the built evalrl CLI (as a user would) with the given environment. */
+export async function cli(args: string[], env: Record<string, string> = TEST_STACK_ENV) {
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
+  delete childEnv.TEMPORAL_ADDRESS;
+  delete childEnv.DATABASE_URL;
+  return run('node', [path.join(root, 'dist/src/cli/main.js'), ...args], { env: childEnv, cwd: root });
+}
+
+/** A fresh data folder under the system temp dir that the unprivileged PostgreSQL user can enter. */
+export function tempDataDir(prefix: string): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  fs.chmodSync(dir, 0o755);
+  return dir;
+}

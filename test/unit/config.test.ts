@@ -1,0 +1,66 @@
+import { ConfigError, loadConfig } from '../../src/config';
+
+function configError(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err;
+    throw err;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('loadConfig', () => {
+  it('defaults to the local stack on loopback', () => {
+    const config = loadConfig({});
+    expect(config.temporal).toMatchObject({
+      external: false,
+      address: '127.0.0.1:7233',
+      namespace: 'evalrl',
+    });
+    expect(config.postgres.external).toBe(false);
+    expect(config.postgres.url).toBe('postgres://evalrl@127.0.0.1:5433/evalrl');
+    expect(config.modelServer.url).toBe('http://127.0.0.1:8000');
+    expect(config.teacher).toBeUndefined();
+  });
+
+  it('uses external services when their variables are set', () => {
+    const config = loadConfig({
+      TEMPORAL_ADDRESS: 'temporal.internal:7233',
+      DATABASE_URL: 'postgres://u:p@db:5432/evalrl',
+      EVALRL_TEACHER_URL: 'https://judge.example/v1',
+      EVALRL_TEACHER_MODEL: 'gpt-judge',
+    });
+    expect(config.temporal).toMatchObject({ external: true, address: 'temporal.internal:7233' });
+    expect(config.postgres).toMatchObject({ external: true, url: 'postgres://u:p@db:5432/evalrl' });
+    expect(config.teacher).toEqual({
+      url: 'https://judge.example/v1',
+      model: 'gpt-judge',
+      apiKey: undefined,
+    });
+  });
+
+  it('treats empty variables as unset', () => {
+    expect(loadConfig({ DATABASE_URL: '' }).postgres.external).toBe(false);
+  });
+
+  it.each([
+    ['TEMPORAL_ADDRESS', 'localhost', /host:port/],
+    ['DATABASE_URL', 'mysql://x@y/z', /postgres:\/\//],
+    ['EVALRL_PG_PORT', '70000', /65535/],
+    ['EVALRL_TEMPORAL_PORT', 'abc', /number/],
+    ['EVALRL_MODEL_SERVER_URL', 'ftp://host', /http/],
+    ['EVALRL_MODEL_SERVER_TOKEN', 'short', /16 characters/],
+    ['TEMPORAL_NAMESPACE', 'bad namespace!', /namespace/],
+  ])('refuses a malformed %s, naming it', (variable, value, reason) => {
+    const err = configError({ [variable]: value });
+    expect(err.variable).toBe(variable);
+    expect(err.message).toMatch(new RegExp(`^${variable}: `));
+    expect(err.reason).toMatch(reason);
+  });
+
+  it('requires the teacher model when a teacher endpoint is set', () => {
+    const err = configError({ EVALRL_TEACHER_URL: 'http://127.0.0.1:9000/v1' });
+    expect(err.variable).toBe('EVALRL_TEACHER_MODEL');
+  });
+});
