@@ -2,7 +2,9 @@
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { Command } from 'commander';
 import { registerDemoCommand } from './demo';
+import { registerIngestCommand } from './ingestCommand';
 import { fail } from './output';
+import { registerQuestionsCommand } from './questionsCommand';
 import { registerStackCommands } from './stackCommands';
 import { registerWorkerCommand } from './workerCommand';
 
@@ -14,6 +16,8 @@ const program = new Command('evalrl')
 
 registerStackCommands(program);
 registerWorkerCommand(program);
+registerIngestCommand(program);
+registerQuestionsCommand(program);
 registerDemoCommand(program);
 
 program.parseAsync(process.argv).catch(fail);

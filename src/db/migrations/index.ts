@@ -1,4 +1,6 @@
 import { stackChecks } from './001_stack_checks';
+import { mailbox } from './002_mailbox';
+import { questions } from './003_questions';
 
 export interface Migration {
   version: number;
@@ -7,4 +9,4 @@ export interface Migration {
 }
 
 /** Applied in order; a migration is never edited once it has landed — add a new one. */
-export const MIGRATIONS: Migration[] = [stackChecks];
+export const MIGRATIONS: Migration[] = [stackChecks, mailbox, questions];

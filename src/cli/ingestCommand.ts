@@ -1,0 +1,60 @@
+import path from 'node:path';
+import cliProgress from 'cli-progress';
+import type { Command } from 'commander';
+import { loadConfig } from '../config';
+import { createPool } from '../db/pool';
+import { migrate } from '../db/migrate';
+import { ingest } from '../mail/ingest';
+import { detectFormat, type MailFormat } from '../mail/sources';
+import { print } from './output';
+
+const FORMATS: MailFormat[] = ['maildir', 'mbox', 'jsonl'];
+
+export function registerIngestCommand(program: Command) {
+  program
+    .command('ingest')
+    .description(
+      'load mail (Enron maildir, mbox or JSONL) into PostgreSQL; resumable, deduplicated by Message-ID',
+    )
+    .argument('[path]', 'maildir root, mbox file or JSONL file (default: EVALRL_MAILDIR)')
+    .option('--format <format>', `one of ${FORMATS.join(', ')} (default: from the path)`)
+    .option('--inbox <id>', 'owner mailbox (required for mbox and JSONL)')
+    .option('--json', 'machine-readable report')
+    .action(async (target: string | undefined, opts: { format?: string; inbox?: string; json?: boolean }) => {
+      const config = loadConfig();
+      const source = path.resolve(target ?? config.maildir);
+      if (opts.format && !FORMATS.includes(opts.format as MailFormat)) {
+        throw new Error(`--format: unknown format "${opts.format}"; expected one of ${FORMATS.join(', ')}`);
+      }
+      let format: MailFormat;
+      try {
+        format = (opts.format as MailFormat | undefined) ?? detectFormat(source);
+      } catch {
+        throw new Error(`${source}: no such file or folder`);
+      }
+      const pool = createPool(config, 2);
+      await migrate(pool);
+      const bar = new cliProgress.SingleBar(
+        {
+          format: 'ingest {value} messages | {speed} msg/s | stored {stored} dup {duplicates} bad {rejected}',
+        },
+        cliProgress.Presets.shades_classic,
+      );
+      const interactive = !opts.json && process.stderr.isTTY;
+      const start = Date.now();
+      if (interactive) bar.start(0, 0, { speed: 0, stored: 0, duplicates: 0, rejected: 0 });
+      const report = await ingest(pool, source, {
+        format,
+        inbox: opts.inbox,
+        onProgress: (p) =>
+          interactive &&
+          bar.update(p.read, { ...p, speed: Math.round(p.read / ((Date.now() - start) / 1000)) }),
+      }).finally(() => (interactive ? bar.stop() : undefined));
+      await pool.end();
+      print(!!opts.json, report, () => [
+        `read ${report.read} messages from ${source} (${format}) in ${report.seconds.toFixed(1)}s`,
+        `stored ${report.stored}, duplicates ${report.duplicates}, rejected ${report.rejected}, already ingested ${report.alreadyIngested}`,
+        ...report.rejects.map((r) => `  rejected ${r.source}: ${r.reason}`),
+      ]);
+    });
+}

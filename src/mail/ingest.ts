@@ -1,0 +1,115 @@
+import os from 'node:os';
+import path from 'node:path';
+import type pg from 'pg';
+import { Piscina } from 'piscina';
+import type { ParseResult, RawMessage } from './email';
+import { readMessages, type MailFormat } from './sources';
+import { storeBatch } from './store';
+
+export interface IngestOptions {
+  format: MailFormat;
+  /** Owner mailbox for mbox/JSONL input; for maildir, restricts PATH to one user's folder. */
+  inbox?: string;
+  batchSize?: number;
+  parseThreads?: number;
+  onProgress?: (progress: IngestProgress) => void;
+}
+
+export interface IngestProgress {
+  read: number;
+  alreadyIngested: number;
+  stored: number;
+  duplicates: number;
+  rejected: number;
+}
+
+export interface IngestReport extends IngestProgress {
+  seconds: number;
+  rejects: { source: string; reason: string }[];
+}
+
+const CHUNK = 250; // messages per parse task: big enough to amortise the hop to a worker thread
+
+/**
+ * Streams messages from disk through a pool of parser threads into PostgreSQL, in order, a batch per
+ * transaction. Sources recorded in ingest_sources are skipped, so an interrupted ingest resumes and a
+ * second one adds nothing. Bad messages are reported (and recorded), never fatal.
+ */
+export async function ingest(pool: pg.Pool, target: string, options: IngestOptions): Promise<IngestReport> {
+  const started = Date.now();
+  const batchSize = options.batchSize ?? 2000;
+  const done = await ingestedSources(pool);
+  const progress: IngestProgress = { read: 0, alreadyIngested: 0, stored: 0, duplicates: 0, rejected: 0 };
+  const rejects: IngestReport['rejects'] = [];
+  const parsers = new Piscina({
+    filename: path.join(__dirname, 'parseWorker.js'),
+    maxThreads: options.parseThreads ?? Math.max(1, os.availableParallelism()),
+  });
+  const inFlight: Promise<ParseResult[]>[] = [];
+  let pending: ParseResult[] = [];
+  let chunk: RawMessage[] = [];
+
+  const flush = async (force: boolean) => {
+    if (pending.length === 0 || (!force && pending.length < batchSize)) return;
+    const counts = await storeBatch(pool, pending);
+    for (const r of pending) if (!r.ok) rejects.push({ source: r.source, reason: r.reason });
+    progress.stored += counts.stored;
+    progress.duplicates += counts.duplicates;
+    progress.rejected += counts.rejected;
+    pending = [];
+    options.onProgress?.({ ...progress });
+  };
+  // Parsed chunks are taken oldest first, so which copy of a duplicate is stored does not depend on timing.
+  const drainOldest = async () => {
+    pending.push(...(await inFlight.shift()!));
+    await flush(false);
+  };
+  const submit = async () => {
+    inFlight.push(parsers.run(chunk));
+    chunk = [];
+    if (inFlight.length > parsers.options.maxThreads * 2) await drainOldest();
+  };
+
+  try {
+    for await (const message of readMessages(target, options.format, options.inbox)) {
+      progress.read++;
+      if (done.has(message.source)) {
+        progress.alreadyIngested++;
+        continue;
+      }
+      chunk.push(message);
+      if (chunk.length >= CHUNK) await submit();
+    }
+    if (chunk.length > 0) await submit();
+    while (inFlight.length > 0) await drainOldest();
+    await flush(true);
+    await deriveInboxAddresses(pool);
+  } finally {
+    await parsers.destroy();
+  }
+  options.onProgress?.({ ...progress });
+  return { ...progress, seconds: (Date.now() - started) / 1000, rejects };
+}
+
+async function ingestedSources(pool: pg.Pool): Promise<Set<string>> {
+  const { rows } = await pool.query<{ source_file: string }>('SELECT source_file FROM ingest_sources');
+  return new Set(rows.map((r) => r.source_file));
+}
+
+/**
+ * An inbox's own address: the sender it uses most in its sent folders, else the address most of its mail
+ * is sent to. Search and read_email scope by inbox id; the address is what the agent is told it is.
+ */
+async function deriveInboxAddresses(pool: pg.Pool) {
+  await pool.query(`
+    UPDATE inboxes i SET address = best.address FROM (
+      SELECT DISTINCT ON (inbox_id) inbox_id, address FROM (
+        SELECT m.inbox_id, e.from_address AS address, count(*) * 1000 AS weight
+        FROM mailbox_messages m JOIN emails e ON e.id = m.email_id
+        WHERE m.folder ILIKE '%sent%' GROUP BY 1, 2
+        UNION ALL
+        SELECT m.inbox_id, r.address, count(*) FROM mailbox_messages m JOIN recipients r ON r.email_id = m.email_id
+        GROUP BY 1, 2
+      ) candidates ORDER BY inbox_id, weight DESC, address
+    ) best WHERE i.id = best.inbox_id AND i.address IS DISTINCT FROM best.address`);
+}

@@ -1,0 +1,113 @@
+import OpenAI from 'openai';
+import { z } from 'zod';
+import type { Question } from './question';
+import type { InboxEmail } from './templateQuestions';
+
+const replySchema = z.object({
+  questions: z.array(
+    z.object({
+      question: z.string().min(8),
+      answer: z.string().min(1),
+      message_ids: z.array(z.string()).min(1),
+      how_realistic: z.number().min(0).max(1),
+    }),
+  ),
+});
+
+export interface Teacher {
+  url: string;
+  model: string;
+  apiKey?: string;
+}
+
+const BODY_CHARS = 1500;
+
+/** The ART·E-style prompt: a batch of one inbox's mail → questions its owner might really ask. */
+export function questionPrompt(ownerAddress: string, emails: InboxEmail[]): string {
+  const listing = emails
+    .map((e) =>
+      [
+        `<email message_id="${e.messageId}">`,
+        `From: ${e.fromAddress}`,
+        `Date: ${e.date.toISOString()}`,
+        `Subject: ${e.subject}`,
+        e.body.slice(0, BODY_CHARS),
+        '</email>',
+      ].join('\n'),
+    )
+    .join('\n');
+  return [
+    `You write evaluation questions for an email-search assistant working for ${ownerAddress}.`,
+    'From the emails below, write questions the owner might realistically ask about their own mail, each answerable',
+    'from one or a few of these emails alone, with a short factual answer.',
+    'Reply with JSON only: {"questions": [{"question": "...", "answer": "...", "message_ids": ["<id>"],',
+    '"how_realistic": 0.0-1.0}]}; message_ids must be ids of the emails that contain the answer.',
+    '',
+    listing,
+  ].join('\n');
+}
+
+/**
+ * Parses a teacher's reply. Items that are malformed, or cite ids not in the batch, are dropped (counted), so a
+ * sloppy reply costs questions, not the run.
+ */
+export function parseQuestionReply(
+  reply: string,
+  inbox: string,
+  batch: InboxEmail[],
+  model: string,
+): { questions: Question[]; dropped: number } {
+  const json = reply.slice(reply.indexOf('{'), reply.lastIndexOf('}') + 1);
+  let parsed: z.infer<typeof replySchema>;
+  try {
+    parsed = replySchema.parse(JSON.parse(json));
+  } catch {
+    return { questions: [], dropped: 1 };
+  }
+  const byId = new Map(batch.map((e) => [e.messageId, e]));
+  const questions: Question[] = [];
+  for (const item of parsed.questions) {
+    const cited = item.message_ids.map((id) => byId.get(id));
+    if (cited.some((e) => e === undefined)) continue;
+    const latest = Math.max(...cited.map((e) => e!.date.getTime()));
+    questions.push({
+      question: item.question,
+      answer: item.answer,
+      messageIds: [...new Set(item.message_ids)].sort(),
+      inbox,
+      queryDate: new Date(latest + 7 * 24 * 3600 * 1000),
+      source: `llm:${model}`,
+      howRealistic: item.how_realistic,
+    });
+  }
+  return { questions, dropped: parsed.questions.length - questions.length };
+}
+
+/** Asks the teacher for questions over batches of one inbox's mail. */
+export async function llmQuestions(
+  teacher: Teacher,
+  inbox: string,
+  ownerAddress: string,
+  emails: InboxEmail[],
+  batchSize = 20,
+): Promise<{ questions: Question[]; dropped: number }> {
+  const client = new OpenAI({ baseURL: teacher.url, apiKey: teacher.apiKey ?? 'unused', timeout: 120_000 });
+  const result = { questions: [] as Question[], dropped: 0 };
+  for (let i = 0; i < emails.length; i += batchSize) {
+    const batch = emails.slice(i, i + batchSize);
+    const completion = await client.chat.completions.create({
+      model: teacher.model,
+      messages: [{ role: 'user', content: questionPrompt(ownerAddress, batch) }],
+      temperature: 0.7,
+    });
+    const parsed = parseQuestionReply(
+      completion.choices[0]?.message.content ?? '',
+      inbox,
+      batch,
+      teacher.model,
+    );
+    result.questions.push(...parsed.questions);
+    result.dropped += parsed.dropped;
+  }
+  return result;
+}

@@ -1,0 +1,84 @@
+import type pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
+import { pipeline } from 'node:stream/promises';
+import { Readable } from 'node:stream';
+import { inTransaction } from '../db/pool';
+import type { ParseResult } from './email';
+
+export interface BatchCounts {
+  stored: number;
+  duplicates: number;
+  rejected: number;
+}
+
+/** COPY text format escaping: backslash, tab, newline and carriage return. */
+const copyField = (value: string) =>
+  value.replace(/\\/g, '\\\\').replace(/\t/g, '\\t').replace(/\n/g, '\\n').replace(/\r/g, '\\r');
+
+/**
+ * Stores one batch atomically: COPY into a staging table, then new emails, their recipients, the mailbox
+ * links (also for duplicates, so each owner sees the mail) and the rejects. A crash loses at most this batch,
+ * which the next run redoes.
+ */
+export async function storeBatch(pool: pg.Pool, results: ParseResult[]): Promise<BatchCounts> {
+  const good = results.filter((r) => r.ok);
+  const bad = results.filter((r) => !r.ok);
+  return inTransaction(pool, async (client) => {
+    let stored = 0;
+    if (good.length > 0) {
+      await client.query(`
+        CREATE TEMP TABLE staging (
+          inbox text, folder text, source text, message_id text, subject text, from_address text,
+          from_name text, date timestamptz, body text, recipients jsonb
+        ) ON COMMIT DROP`);
+      const rows = good.map((r) => {
+        const e = r.email;
+        const recipients = [
+          ...e.to.map((a) => ({ kind: 'to', ...a })),
+          ...e.cc.map((a) => ({ kind: 'cc', ...a })),
+          ...e.bcc.map((a) => ({ kind: 'bcc', ...a })),
+        ];
+        const fields = [r.inbox, r.folder, r.source, e.messageId, e.subject, e.from.address, e.from.name];
+        return (
+          [...fields, e.date.toISOString(), e.body, JSON.stringify(recipients)].map(copyField).join('\t') +
+          '\n'
+        );
+      });
+      await pipeline(Readable.from(rows), client.query(copyFrom('COPY staging FROM STDIN')));
+      await client.query(
+        'INSERT INTO inboxes (id) SELECT DISTINCT inbox FROM staging ON CONFLICT DO NOTHING',
+      );
+      const inserted = await client.query(`
+        INSERT INTO emails (message_id, subject, from_address, from_name, date, body, folder, source_file)
+        SELECT DISTINCT ON (message_id) message_id, subject, from_address, from_name, date, body, folder, source
+        FROM staging ORDER BY message_id, source
+        ON CONFLICT (message_id) DO NOTHING`);
+      stored = inserted.rowCount ?? 0;
+      // Recipients only for the emails this batch created (matched by their first-seen source file).
+      await client.query(`
+        INSERT INTO recipients (email_id, kind, address, name)
+        SELECT e.id, r.kind, r.address, r.name
+        FROM staging s JOIN emails e ON e.message_id = s.message_id AND e.source_file = s.source,
+             jsonb_to_recordset(s.recipients) AS r(kind text, address text, name text)
+        ON CONFLICT DO NOTHING`);
+      await client.query(`
+        INSERT INTO mailbox_messages (inbox_id, email_id, date, folder)
+        SELECT s.inbox, e.id, e.date, s.folder FROM staging s JOIN emails e USING (message_id)
+        ON CONFLICT DO NOTHING`);
+      await client.query(`
+        INSERT INTO ingest_sources (source_file, inbox_id, status, message_id)
+        SELECT s.source, s.inbox, CASE WHEN e.source_file = s.source THEN 'stored' ELSE 'duplicate' END, s.message_id
+        FROM staging s JOIN emails e USING (message_id)
+        ON CONFLICT DO NOTHING`);
+    }
+    if (bad.length > 0) {
+      await client.query(
+        `INSERT INTO ingest_sources (source_file, inbox_id, status, reason)
+         SELECT source, inbox, 'rejected', reason FROM unnest($1::text[], $2::text[], $3::text[]) AS t(source, inbox, reason)
+         ON CONFLICT DO NOTHING`,
+        [bad.map((r) => r.source), bad.map((r) => r.inbox), bad.map((r) => (r.ok ? '' : r.reason))],
+      );
+    }
+    return { stored, duplicates: good.length - stored, rejected: bad.length };
+  });
+}

@@ -1,0 +1,230 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { createPool } from '../../src/db/pool';
+import { readEmail, searchEmails } from '../../src/mail/search';
+import { cli, stackConfig, tempDataDir, TEST_STACK_ENV } from './testStack';
+
+jest.setTimeout(180_000);
+
+const MAILDIR = TEST_STACK_ENV.EVALRL_MAILDIR;
+const EXPECTED_PER_INBOX = {
+  'allen-p': 153,
+  'carson-m': 304,
+  'guzman-m': 235,
+  'motley-m': 296,
+  'rapp-b': 263,
+  'stokley-c': 508,
+  'whalley-g': 436,
+};
+const pool = createPool(stackConfig());
+const filesUnder = (dir: string): string[] =>
+  fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const full = path.join(dir, e.name);
+    return e.isDirectory() ? filesUnder(full) : [full];
+  });
+const ingestJson = async (...args: string[]) => JSON.parse((await cli(['ingest', ...args, '--json'])).stdout);
+
+beforeAll(async () => {
+  await ingestJson(MAILDIR);
+  await cli(['questions', 'generate']);
+});
+afterAll(() => pool.end());
+
+describe('ingest', () => {
+  it('stores every real email exactly once, in its owner inbox, and accounts for every file', async () => {
+    const { rows } = await pool.query(
+      `SELECT inbox_id, count(*)::int AS n FROM mailbox_messages GROUP BY 1 ORDER BY 1`,
+    );
+    expect(Object.fromEntries(rows.map((r) => [r.inbox_id, r.n]))).toEqual(EXPECTED_PER_INBOX);
+    const files = filesUnder(MAILDIR);
+    expect(files).toHaveLength(2195);
+    const ledger = await pool.query(
+      `SELECT status, count(*)::int AS n FROM ingest_sources WHERE source_file = ANY($1) GROUP BY 1`,
+      [files],
+    );
+    expect(ledger.rows).toEqual([{ status: 'stored', n: 2195 }]); // no file silently lost
+    const inbox = await pool.query(`SELECT address FROM inboxes WHERE id = 'allen-p'`);
+    expect(inbox.rows[0].address).toBe('phillip.allen@enron.com');
+  });
+
+  it('adds nothing when the same files are ingested again', async () => {
+    const before = (await pool.query('SELECT count(*)::int AS n FROM emails')).rows[0].n;
+    const report = await ingestJson(MAILDIR);
+    expect(report).toMatchObject({
+      read: 2195,
+      alreadyIngested: 2195,
+      stored: 0,
+      duplicates: 0,
+      rejected: 0,
+    });
+    expect((await pool.query('SELECT count(*)::int AS n FROM emails')).rows[0].n).toBe(before);
+  });
+
+  it('skips and reports corrupt files without losing the good ones, and links duplicates to their new owner', async () => {
+    const dir = tempDataDir('evalrl-badmail-');
+    const user = path.join(dir, 'broken-x', 'inbox');
+    fs.mkdirSync(user, { recursive: true });
+    const real = fs.readFileSync(path.join(MAILDIR, 'allen-p/_sent_mail/601.'));
+    fs.writeFileSync(path.join(user, '1.'), '');
+    fs.writeFileSync(path.join(user, '2.'), Buffer.from([0xff, 0x00, 0x13, 0x37, 0x00, 0x42]));
+    fs.writeFileSync(path.join(user, '3.'), real.toString('latin1').replace(/^Message-ID:.*\r?\n/m, ''));
+    fs.writeFileSync(path.join(user, '4.'), real); // same Message-ID as an allen-p email
+    fs.writeFileSync(
+      path.join(user, '5.'),
+      'Message-ID: <fresh.1@evalrl>\nDate: Mon, 1 Jan 2001 10:00:00 -0600\nFrom: x@enron.com\nTo: y@enron.com\nSubject: fresh\n\nfresh body\n',
+    );
+    const report = await ingestJson(path.join(dir));
+    expect(report).toMatchObject({ read: 5, stored: 1, duplicates: 1, rejected: 3 });
+    expect(report.rejects.map((r: { source: string }) => path.basename(r.source))).toEqual([
+      '1.',
+      '2.',
+      '3.',
+    ]);
+    expect(report.rejects[2].reason).toMatch(/Message-ID/);
+    const scope = { inbox: 'broken-x' };
+    expect(await readEmail(pool, scope, '<9400496.1075855729384.JavaMail.evans@thyme>')).not.toBeNull();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('ingests mbox and JSONL files, reporting bad JSONL lines by line number', async () => {
+    const dir = tempDataDir('evalrl-mbox-');
+    const mbox = path.join(dir, 'mail.mbox');
+    const msg = (id: number) =>
+      `From x@enron.com Mon Jan  1 10:00:00 2001\nMessage-ID: <mbox.${id}@evalrl>\nDate: Mon, 1 Jan 2001 10:00:00 -0600\nFrom: x@enron.com\nTo: owner@enron.com\nSubject: mbox ${id}\n\n>From the desk of x: line ${id}\n`;
+    fs.writeFileSync(mbox, [1, 2, 3].map(msg).join('\n'));
+    expect(await ingestJson(mbox, '--inbox', 'mbox-u')).toMatchObject({ read: 3, stored: 3, rejected: 0 });
+    const mail = await readEmail(pool, { inbox: 'mbox-u' }, '<mbox.2@evalrl>');
+    expect(mail?.body).toContain('From the desk of x: line 2');
+
+    const jsonl = path.join(dir, 'mail.jsonl');
+    const good = {
+      messageId: '<j.1@evalrl>',
+      subject: 'json',
+      from: { address: 'x@enron.com' },
+      date: '2001-02-03T00:00:00Z',
+      body: 'b',
+      to: [{ address: 'owner@enron.com' }],
+    };
+    fs.writeFileSync(
+      jsonl,
+      [JSON.stringify(good), '{not json', JSON.stringify({ ...good, messageId: '' })].join('\n'),
+    );
+    const report = await ingestJson(jsonl, '--inbox', 'jsonl-u');
+    expect(report).toMatchObject({ read: 3, stored: 1, rejected: 2 });
+    expect(report.rejects.map((r: { source: string }) => r.source)).toEqual([`${jsonl}:2`, `${jsonl}:3`]);
+    await expect(cli(['ingest', jsonl])).rejects.toMatchObject({
+      stderr: expect.stringMatching(/--inbox is required/),
+    });
+    await expect(cli(['ingest', path.join(dir, 'missing')])).rejects.toMatchObject({
+      stderr: expect.stringMatching(/no such file or folder/),
+    });
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+describe('search_emails and read_email', () => {
+  const allen = { inbox: 'allen-p' };
+
+  it('finds known emails, ranked, with highlighted snippets', async () => {
+    const hits = await searchEmails(pool, allen, { keywords: ['tenant', 'lease', 'deposit'] });
+    expect(hits.map((h) => h.message_id).sort()).toEqual([
+      '<1820733.1075855707677.JavaMail.evans@thyme>',
+      '<9400496.1075855729384.JavaMail.evans@thyme>',
+    ]);
+    expect(hits[0]).toMatchObject({ from: 'phillip.allen@enron.com', date: '2000-12-14T14:33:00.000Z' });
+    expect(hits[0].snippet).toMatch(/\*\*(lease|tenant|deposit)\*\*/i);
+    const mariner = await searchEmails(
+      pool,
+      { inbox: 'whalley-g' },
+      { keywords: ['Mariner'], from: 'kcashiola@mariner-energy.com' },
+    );
+    expect([...new Set(mariner.map((h) => h.subject))].sort()).toEqual([
+      'Mariner Energy, Inc. - Press Release',
+      'News Release - Mariner Energy, Inc.',
+    ]);
+  });
+
+  it('requires every keyword and applies the sender, recipient, date and limit filters', async () => {
+    expect(await searchEmails(pool, allen, { keywords: ['tenant', 'zzyzxnotaword'] })).toEqual([]);
+    const hits = await searchEmails(pool, allen, {
+      keywords: ['lease'],
+      to: 'stagecoachmama@hotmail.com',
+      limit: 10,
+    });
+    expect(hits.length).toBeGreaterThan(0);
+    for (const hit of hits) {
+      const mail = await readEmail(pool, allen, hit.message_id);
+      expect([...mail!.to, ...mail!.cc, ...mail!.bcc]).toContain('stagecoachmama@hotmail.com');
+    }
+    expect(
+      await searchEmails(pool, allen, { keywords: ['lease'], sent_before: '2000-12-14' }),
+    ).not.toContainEqual(
+      expect.objectContaining({ message_id: '<9400496.1075855729384.JavaMail.evans@thyme>' }),
+    );
+    expect(await searchEmails(pool, allen, { keywords: [], limit: 3 })).toHaveLength(3);
+    await expect(searchEmails(pool, allen, { keywords: ['x'], limit: 11 })).rejects.toThrow(/limit/);
+  });
+
+  it('hides mail dated after the question (the scope’s query date)', async () => {
+    const early = { inbox: 'allen-p', queryDate: new Date('2000-12-14T00:00:00Z') };
+    expect(await searchEmails(pool, early, { keywords: ['tenant', 'lease'] })).toEqual([]);
+    expect(await readEmail(pool, early, '<9400496.1075855729384.JavaMail.evans@thyme>')).toBeNull();
+  });
+
+  it('never shows one inbox the mail of another', async () => {
+    const allenOnly = '<9400496.1075855729384.JavaMail.evans@thyme>';
+    expect(await readEmail(pool, allen, allenOnly)).toMatchObject({ to: ['stagecoachmama@hotmail.com'] });
+    expect(await readEmail(pool, { inbox: 'carson-m' }, allenOnly)).toBeNull();
+    expect(
+      await searchEmails(pool, { inbox: 'carson-m' }, { keywords: ['tenant', 'lease', 'deposit'] }),
+    ).toEqual([]);
+    expect(await searchEmails(pool, { inbox: 'no-such-inbox' }, { keywords: ['lease'] })).toEqual([]);
+  });
+
+  it('treats hostile keywords as data', async () => {
+    const hostile = [
+      ["'; DROP TABLE emails; --"],
+      ['lease & !tenant | (rent'],
+      ['"unterminated', "it's"],
+      ['', '   '],
+      ['\u0000', '\\', '%', '_', ':*'],
+      ['<->', '!!', '&&'],
+    ];
+    for (const keywords of hostile)
+      await expect(searchEmails(pool, allen, { keywords })).resolves.toBeInstanceOf(Array);
+    const quoted = await searchEmails(pool, allen, { keywords: ['"lease"', 'tenant!'] });
+    expect(quoted.length).toBeGreaterThan(0);
+    expect((await pool.query('SELECT count(*)::int AS n FROM emails')).rows[0].n).toBeGreaterThan(2000);
+  });
+});
+
+describe('questions', () => {
+  it('are answerable: their gold emails exist and are readable from their inbox before the query date', async () => {
+    const { rows } = await pool.query(
+      `SELECT id, inbox_id, message_ids, query_date, answer, source, split FROM questions WHERE inbox_id = ANY($1)`,
+      [Object.keys(EXPECTED_PER_INBOX)],
+    );
+    expect(rows.length).toBeGreaterThan(1000);
+    expect(new Set(rows.map((r) => r.split))).toEqual(new Set(['train', 'test']));
+    for (const inbox of Object.keys(EXPECTED_PER_INBOX)) {
+      expect(new Set(rows.filter((r) => r.inbox_id === inbox).map((r) => r.split)).size).toBe(1); // split by inbox
+    }
+    for (const q of rows.filter((_, i) => i % 7 === 0)) {
+      for (const id of q.message_ids) {
+        const mail = await readEmail(pool, { inbox: q.inbox_id, queryDate: q.query_date }, id);
+        expect(mail).not.toBeNull();
+        if (q.source === 'template:who_sent') expect(mail!.from).toBe(q.answer);
+        if (q.source === 'template:amount' || q.source === 'template:stated_date') {
+          expect(mail!.body.replace(/\s+/g, ' ')).toContain(q.answer);
+        }
+      }
+    }
+  });
+
+  it('regenerating adds nothing', async () => {
+    await cli(['questions', 'generate']);
+    const report = JSON.parse((await cli(['questions', 'generate', '--json'])).stdout);
+    expect(report.generated).toBeGreaterThan(0);
+    expect(report.inserted).toBe(0);
+  });
+});

@@ -1,0 +1,76 @@
+import { questionId, splitInboxes } from '../../src/mail/question';
+import { parseQuestionReply } from '../../src/mail/llmQuestions';
+import { templateQuestions, type InboxEmail } from '../../src/mail/templateQuestions';
+
+const email = (over: Partial<InboxEmail>): InboxEmail => ({
+  messageId: '<m1@x>',
+  subject: 'Quarterly gas contract',
+  fromAddress: 'jane@enron.com',
+  date: new Date('2001-03-05T10:00:00Z'),
+  body: 'The contract is worth $2,500,000 and starts April 1, 2001.',
+  ...over,
+});
+
+describe('templateQuestions', () => {
+  it('asks who, when, which amount and which date, with the gold ids and a later query date', () => {
+    const qs = templateQuestions('owner-a', 'owner@enron.com', [email({})]);
+    const byTemplate = Object.fromEntries(qs.map((q) => [q.source, q]));
+    expect(byTemplate['template:who_sent'].answer).toBe('jane@enron.com');
+    expect(byTemplate['template:when_sent'].answer).toBe('2001-03-05');
+    expect(byTemplate['template:amount'].answer).toBe('$2,500,000');
+    expect(byTemplate['template:stated_date'].answer).toBe('April 1, 2001');
+    expect(byTemplate['template:subject'].answer).toBe('Quarterly gas contract');
+    for (const q of qs) {
+      expect(q.messageIds).toEqual(['<m1@x>']);
+      expect(q.queryDate.getTime()).toBeGreaterThan(new Date('2001-03-05T10:00:00Z').getTime());
+    }
+  });
+
+  it('treats copies of one email as one, and skips ambiguous subjects', () => {
+    const copies = [email({}), email({ messageId: '<m2@x>' })];
+    const who = templateQuestions('a', null, copies).find((q) => q.source === 'template:who_sent');
+    expect(who?.messageIds).toEqual(['<m1@x>', '<m2@x>']);
+    const clash = [email({}), email({ messageId: '<m3@x>', fromAddress: 'bob@enron.com' })];
+    expect(templateQuestions('a', null, clash).filter((q) => q.source === 'template:who_sent')).toEqual([]);
+  });
+
+  it('does not ask the owner who sent their own mail, nor about two amounts', () => {
+    const qs = templateQuestions('a', 'jane@enron.com', [email({ body: '$5 or $6' })]);
+    expect(qs.map((q) => q.source).sort()).toEqual(['template:when_sent']);
+  });
+});
+
+describe('splitInboxes', () => {
+  it('is deterministic per seed and holds out whole inboxes', () => {
+    const inboxes = ['a', 'b', 'c', 'd', 'e', 'f', 'g'];
+    const one = splitInboxes(inboxes, 0.3, 's1');
+    expect(splitInboxes([...inboxes].reverse(), 0.3, 's1')).toEqual(one);
+    expect([...one.values()].filter((s) => s === 'test')).toHaveLength(2);
+    const seeds = ['s1', 's2', 's3', 's4'].map((s) =>
+      JSON.stringify([...splitInboxes(inboxes, 0.3, s)].sort()),
+    );
+    expect(new Set(seeds).size).toBeGreaterThan(1);
+  });
+});
+
+describe('parseQuestionReply', () => {
+  const batch = [email({})];
+  it('keeps valid items and drops those citing unknown ids', () => {
+    const reply = `Sure! {"questions": [
+      {"question": "How much is the gas contract worth?", "answer": "$2.5M", "message_ids": ["<m1@x>"], "how_realistic": 0.9},
+      {"question": "Who wrote the memo nobody sent?", "answer": "x", "message_ids": ["<nope>"], "how_realistic": 0.2}]}`;
+    const { questions, dropped } = parseQuestionReply(reply, 'a', batch, 'judge');
+    expect(questions).toHaveLength(1);
+    expect(questions[0]).toMatchObject({ source: 'llm:judge', howRealistic: 0.9, messageIds: ['<m1@x>'] });
+    expect(dropped).toBe(1);
+  });
+  it('turns a malformed reply into a dropped batch, not a throw', () => {
+    expect(parseQuestionReply('no json here', 'a', batch, 'judge')).toEqual({ questions: [], dropped: 1 });
+  });
+});
+
+it('question ids are stable and content-addressed', () => {
+  const q = { source: 's', inbox: 'a', question: 'q?', messageIds: ['<2>', '<1>'] };
+  expect(questionId(q)).toBe(questionId({ ...q, messageIds: ['<1>', '<2>'] }));
+  expect(questionId(q)).not.toBe(questionId({ ...q, question: 'other?' }));
+});
