@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 EVALRL := node dist/src/cli/main.js
 
-.PHONY: setup build lint test test-unit test-integration demo down
+.PHONY: setup build lint test test-unit test-integration demo down bench-search
 
 setup: node_modules/.evalrl-installed
 	@bash infra/python-env.sh
@@ -33,3 +33,6 @@ demo: build
 
 down: build
 	$(EVALRL) down
+
+bench-search: build
+	node dist/bench/search.js

@@ -5,7 +5,7 @@ import { loadConfig } from '../config';
 import { createPool } from '../db/pool';
 import { migrate } from '../db/migrate';
 import { ingest } from '../mail/ingest';
-import { detectFormat, type MailFormat } from '../mail/sources';
+import { detectFormat, readMessages, type MailFormat } from '../mail/sources';
 import { print } from './output';
 
 const FORMATS: MailFormat[] = ['maildir', 'mbox', 'jsonl'];
@@ -43,9 +43,8 @@ export function registerIngestCommand(program: Command) {
       const interactive = !opts.json && process.stderr.isTTY;
       const start = Date.now();
       if (interactive) bar.start(0, 0, { speed: 0, stored: 0, duplicates: 0, rejected: 0 });
-      const report = await ingest(pool, source, {
-        format,
-        inbox: opts.inbox,
+      const messages = readMessages(source, format, opts.inbox);
+      const report = await ingest(pool, messages, {
         onProgress: (p) =>
           interactive &&
           bar.update(p.read, { ...p, speed: Math.round(p.read / ((Date.now() - start) / 1000)) }),

@@ -3,13 +3,9 @@ import path from 'node:path';
 import type pg from 'pg';
 import { Piscina } from 'piscina';
 import type { ParseResult, RawMessage } from './email';
-import { readMessages, type MailFormat } from './sources';
 import { storeBatch } from './store';
 
 export interface IngestOptions {
-  format: MailFormat;
-  /** Owner mailbox for mbox/JSONL input; for maildir, restricts PATH to one user's folder. */
-  inbox?: string;
   batchSize?: number;
   parseThreads?: number;
   onProgress?: (progress: IngestProgress) => void;
@@ -35,12 +31,17 @@ const CHUNK = 250; // messages per parse task: big enough to amortise the hop to
  * transaction. Sources recorded in ingest_sources are skipped, so an interrupted ingest resumes and a
  * second one adds nothing. Bad messages are reported (and recorded), never fatal.
  */
-export async function ingest(pool: pg.Pool, target: string, options: IngestOptions): Promise<IngestReport> {
+export async function ingest(
+  pool: pg.Pool,
+  messages: AsyncIterable<RawMessage>,
+  options: IngestOptions = {},
+): Promise<IngestReport> {
   const started = Date.now();
   const batchSize = options.batchSize ?? 2000;
   const done = await ingestedSources(pool);
   const progress: IngestProgress = { read: 0, alreadyIngested: 0, stored: 0, duplicates: 0, rejected: 0 };
   const rejects: IngestReport['rejects'] = [];
+  const touched = new Set<string>();
   const parsers = new Piscina({
     filename: path.join(__dirname, 'parseWorker.js'),
     maxThreads: options.parseThreads ?? Math.max(1, os.availableParallelism()),
@@ -49,15 +50,20 @@ export async function ingest(pool: pg.Pool, target: string, options: IngestOptio
   let pending: ParseResult[] = [];
   let chunk: RawMessage[] = [];
 
+  // One batch is stored while the next is parsed: PostgreSQL and the parser threads work at the same time.
+  let storing: Promise<void> = Promise.resolve();
   const flush = async (force: boolean) => {
     if (pending.length === 0 || (!force && pending.length < batchSize)) return;
-    const counts = await storeBatch(pool, pending);
-    for (const r of pending) if (!r.ok) rejects.push({ source: r.source, reason: r.reason });
-    progress.stored += counts.stored;
-    progress.duplicates += counts.duplicates;
-    progress.rejected += counts.rejected;
+    const batch = pending;
     pending = [];
-    options.onProgress?.({ ...progress });
+    await storing;
+    storing = storeBatch(pool, batch).then((counts) => {
+      progress.stored += counts.stored;
+      progress.duplicates += counts.duplicates;
+      progress.rejected += counts.rejected;
+      for (const r of batch) if (!r.ok) rejects.push({ source: r.source, reason: r.reason });
+      options.onProgress?.({ ...progress });
+    });
   };
   // Parsed chunks are taken oldest first, so which copy of a duplicate is stored does not depend on timing.
   const drainOldest = async () => {
@@ -71,19 +77,21 @@ export async function ingest(pool: pg.Pool, target: string, options: IngestOptio
   };
 
   try {
-    for await (const message of readMessages(target, options.format, options.inbox)) {
+    for await (const message of messages) {
       progress.read++;
       if (done.has(message.source)) {
         progress.alreadyIngested++;
         continue;
       }
+      touched.add(message.inbox);
       chunk.push(message);
       if (chunk.length >= CHUNK) await submit();
     }
     if (chunk.length > 0) await submit();
     while (inFlight.length > 0) await drainOldest();
     await flush(true);
-    await deriveInboxAddresses(pool);
+    await storing;
+    await deriveInboxAddresses(pool, [...touched]);
   } finally {
     await parsers.destroy();
   }
@@ -100,16 +108,19 @@ async function ingestedSources(pool: pg.Pool): Promise<Set<string>> {
  * An inbox's own address: the sender it uses most in its sent folders, else the address most of its mail
  * is sent to. Search and read_email scope by inbox id; the address is what the agent is told it is.
  */
-async function deriveInboxAddresses(pool: pg.Pool) {
-  await pool.query(`
+async function deriveInboxAddresses(pool: pg.Pool, inboxes: string[]) {
+  await pool.query(
+    `
     UPDATE inboxes i SET address = best.address FROM (
       SELECT DISTINCT ON (inbox_id) inbox_id, address FROM (
         SELECT m.inbox_id, e.from_address AS address, count(*) * 1000 AS weight
         FROM mailbox_messages m JOIN emails e ON e.id = m.email_id
-        WHERE m.folder ILIKE '%sent%' GROUP BY 1, 2
+        WHERE m.inbox_id = ANY($1) AND m.folder ILIKE '%sent%' GROUP BY 1, 2
         UNION ALL
         SELECT m.inbox_id, r.address, count(*) FROM mailbox_messages m JOIN recipients r ON r.email_id = m.email_id
-        GROUP BY 1, 2
+        WHERE m.inbox_id = ANY($1) GROUP BY 1, 2
       ) candidates ORDER BY inbox_id, weight DESC, address
-    ) best WHERE i.id = best.inbox_id AND i.address IS DISTINCT FROM best.address`);
+    ) best WHERE i.id = best.inbox_id AND i.address IS DISTINCT FROM best.address`,
+    [inboxes],
+  );
 }

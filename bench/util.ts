@@ -1,0 +1,30 @@
+import fs from 'node:fs';
+import path from 'node:path';
+
+/** A small seeded PRNG, so every run of a benchmark makes the same data and queries. */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+/** Writes bench/results/NAME.json (committed with the change that moved the figures). */
+export function writeResult(name: string, figures: Record<string, unknown>) {
+  const file = path.resolve(__dirname, '../../bench/results', `${name}.json`);
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(
+    file,
+    JSON.stringify({ ...figures, measured_at: new Date().toISOString() }, null, 2) + '\n',
+  );
+  console.log(`wrote ${path.relative(process.cwd(), file)}`);
+}
