@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 EVALRL := node dist/src/cli/main.js
 
-.PHONY: setup build lint test test-unit test-integration demo down bench-search
+.PHONY: setup build lint test test-unit test-trainer test-integration demo down bench-search
 
 setup: node_modules/.evalrl-installed
 	@bash infra/python-env.sh
@@ -26,7 +26,10 @@ test-unit: build
 test-integration: build
 	npx jest --selectProjects integration --runInBand
 
-test: lint test-unit test-integration
+test-trainer: setup
+	cd trainer && ../.venv/bin/python -m pytest -q -p no:cacheprovider -W ignore::FutureWarning tests
+
+test: lint test-unit test-trainer test-integration
 
 demo: build
 	$(EVALRL) demo

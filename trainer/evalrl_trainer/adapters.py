@@ -1,0 +1,156 @@
+"""Named LoRA adapters resident on one base model: trained ones with checkpoints, loaded ones read-only.
+
+Addressing (the `model` of a request): `base`; `policy` or `policy@latest` (the adapter as trained so far);
+`policy@step-12` (that checkpoint, loaded on first use as a read-only adapter).
+"""
+import hashlib
+import re
+import shutil
+import threading
+from pathlib import Path
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model
+
+from . import checkpoints
+from .base_model import BaseModel
+from .lora import LoraSettings
+
+NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+ADDRESS = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_-]{0,63})(?:@(?P<ref>latest|step-(?P<step>\d+)))?$")
+
+
+class AdapterError(ValueError):
+    """A request named an adapter that does not exist or cannot be made (a 4xx, not a crash)."""
+
+
+class Adapters:
+    def __init__(self, base: BaseModel, root: Path, seed: int = 0):
+        self.base = base
+        self.root = root
+        self.seed = seed
+        self.peft: PeftModel | None = None
+        self.trained: dict[str, int] = {}  # trainable adapter → latest checkpointed step
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        self.loaded: set[str] = set()  # read-only adapters (checkpoints, vLLM-style loads)
+        self.lock = threading.RLock()  # one user of the weights at a time: a sampling batch or a train step
+
+    # --- lookup -----------------------------------------------------------------------------------------
+    def names(self) -> list[str]:
+        return sorted(self.trained) + sorted(self.loaded)
+
+    def resolve(self, address: str) -> str | None:
+        """The resident adapter a request's `model` names (None for the base model)."""
+        if address == "base":
+            return None
+        m = ADDRESS.match(address)
+        if not m:
+            raise AdapterError(f"model: '{address}' is not an adapter address (name, name@latest, name@step-N, base)")
+        name = m.group("name")
+        if m.group("step") is None:
+            if name in self.trained or name in self.loaded:
+                return name
+            raise AdapterError(f"model: unknown adapter '{name}'; resident: {', '.join(self.names()) or 'none'}")
+        step = int(m.group("step"))
+        alias = f"{name}__step_{step}"
+        if alias not in self.loaded:
+            if step not in checkpoints.complete_steps(self.root, name):
+                raise AdapterError(f"model: adapter '{name}' has no checkpoint step-{step}")
+            self._load(alias, checkpoints.adapter_weights_path(self.root, name, step))
+        return alias
+
+    # --- trainable adapters -----------------------------------------------------------------------------
+    def create(self, name: str, settings: LoraSettings) -> None:
+        """A new trainable adapter, initialised from a seed derived from its name, checkpointed as step 0."""
+        if not NAME.match(name):
+            raise AdapterError(f"adapter: '{name}' is not a valid name (letters, digits, _ and -)")
+        with self.lock:
+            if name in self.trained:
+                return
+            digest = hashlib.sha256(f"{self.seed}:{name}".encode()).digest()
+            torch.manual_seed(int.from_bytes(digest[:8], "little") % 2**63)
+            config = LoraConfig(
+                r=settings.rank, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
+                target_modules=settings.target_modules if isinstance(settings.target_modules, str) else list(settings.target_modules),
+                task_type="CAUSAL_LM",
+            )  # fmt: skip
+            if self.peft is None:
+                self.peft = get_peft_model(self.base.model, config, adapter_name=name)
+            else:
+                self.peft.add_adapter(name, config)
+            self._freeze_all()
+            self.optimizers[name] = self._optimizer(name)
+            self.trained[name] = 0
+            checkpoints.save_checkpoint(self.root, name, 0, self.peft, self.optimizers[name], {"step": 0})
+
+    def resume_all(self) -> dict[str, int]:
+        """Every adapter under the checkpoint root, from its latest complete checkpoint."""
+        if not self.root.is_dir():
+            return {}
+        for folder in sorted(p for p in self.root.iterdir() if p.is_dir() and NAME.match(p.name)):
+            for tmp in folder.glob("step-*.tmp"):
+                shutil.rmtree(tmp, ignore_errors=True)  # a checkpoint a crash left half-written
+            steps = checkpoints.complete_steps(self.root, folder.name)
+            if steps:
+                self.restore(folder.name, steps[-1])
+        return dict(self.trained)
+
+    def restore(self, name: str, step: int) -> None:
+        """Loads a trainable adapter's weights, optimizer and RNG state from `step-N`."""
+        with self.lock:
+            path = checkpoints.adapter_weights_path(self.root, name, step)
+            if name in self.trained or name in self.loaded:
+                self.peft.delete_adapter(name)
+            self._load(name, path, trainable=True)
+            self.loaded.discard(name)
+            optimizer = self._optimizer(name)
+            optimizer.load_state_dict(torch.load(checkpoints.step_dir(self.root, name, step) / "optimizer.pt"))
+            torch.set_rng_state(torch.load(checkpoints.step_dir(self.root, name, step) / "rng.pt")["cpu"])
+            self.optimizers[name] = optimizer
+            self.trained[name] = step
+
+    def trainable_parameters(self, name: str) -> list[torch.nn.Parameter]:
+        return [p for n, p in self.peft.named_parameters() if f".{name}." in n and "lora_" in n]
+
+    # --- read-only adapters (vLLM's load_lora_adapter) ----------------------------------------------------
+    def load_external(self, name: str, path: Path) -> None:
+        if not NAME.match(name):
+            raise AdapterError(f"lora_name: '{name}' is not a valid name")
+        if name in self.trained:
+            raise AdapterError(f"lora_name: '{name}' is a trained adapter here; pick another name")
+        if not (path / "adapter_config.json").exists():
+            raise AdapterError(f"lora_path: no PEFT adapter (adapter_config.json) at {path}")
+        with self.lock:
+            if name in self.loaded:
+                self.peft.delete_adapter(name)
+                self.loaded.discard(name)
+            self._load(name, path)
+
+    def unload(self, name: str) -> None:
+        if name not in self.loaded:
+            raise AdapterError(f"lora_name: '{name}' is not a loaded adapter")
+        with self.lock:
+            self.peft.delete_adapter(name)
+            self.loaded.discard(name)
+
+    # --- internals ----------------------------------------------------------------------------------------
+    def _load(self, name: str, path: Path, trainable: bool = False) -> None:
+        with self.lock:
+            if self.peft is None:
+                self.peft = PeftModel.from_pretrained(self.base.model, path, adapter_name=name, is_trainable=trainable)
+            else:
+                self.peft.load_adapter(path, adapter_name=name, is_trainable=trainable)
+            self.peft.to(self.base.device)
+            self._freeze_all()
+            if not trainable:
+                self.loaded.add(name)
+
+    def _optimizer(self, name: str) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(self.trainable_parameters(name), lr=1e-5, betas=(0.9, 0.999), weight_decay=0.0)
+
+    def _freeze_all(self) -> None:
+        """Resident adapters are frozen and in eval mode (PEFT's mixed-adapter batches need it); a train step
+        unfreezes its own adapter for its duration."""
+        for p in self.peft.parameters():
+            p.requires_grad_(False)
+        self.peft.eval()

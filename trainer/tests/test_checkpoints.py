@@ -1,0 +1,95 @@
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from evalrl_trainer import checkpoints
+from evalrl_trainer.adapters import Adapters
+from evalrl_trainer.base_model import load_base_model
+from evalrl_trainer.lora import LoraSettings
+from evalrl_trainer.train_step import StepConfig
+from evalrl_trainer.trainer import Trainer, batch_from_sequences
+
+LORA = LoraSettings(rank=4, alpha=8)
+CFG = StepConfig(learning_rate=5e-3, micro_batch=2)
+
+
+def make_batch(step: int):
+    g = torch.Generator().manual_seed(100 + step)
+    seqs = []
+    for i in range(3):
+        n = 10 + i
+        ids = torch.randint(0, 1000, (n,), generator=g).tolist()
+        mask = [0] * 4 + [1] * (n - 4)
+        logprobs = [0.0] * 4 + (-torch.rand(n - 4, generator=g) * 3).tolist()
+        seqs.append({"token_ids": ids, "mask": mask, "logprobs": logprobs, "advantage": [1.0, -0.5, -0.5][i]})
+    return batch_from_sequences(seqs)
+
+
+def fresh_trainer(model_folder: Path, root: Path) -> Trainer:
+    adapters = Adapters(load_base_model(model_folder, root / ".models", device="cpu"), root, seed=7)
+    adapters.resume_all()
+    return Trainer(adapters)
+
+
+def adapter_tensors(root: Path, step: int) -> dict[str, torch.Tensor]:
+    folder = checkpoints.adapter_weights_path(root, "policy", step)
+    return load_file(folder / "adapter_model.safetensors")
+
+
+def test_restart_and_continue_is_bit_identical_to_an_uninterrupted_run(tiny_model_folder, tmp_path):
+    straight = tmp_path / "straight"
+    trainer = fresh_trainer(tiny_model_folder, straight)
+    for step in (1, 2, 3):
+        trainer.step("policy", step, make_batch(step), CFG, LORA)
+
+    resumed = tmp_path / "resumed"
+    trainer = fresh_trainer(tiny_model_folder, resumed)
+    for step in (1, 2):
+        trainer.step("policy", step, make_batch(step), CFG, LORA)
+    (resumed / "policy" / "step-3.tmp").mkdir()  # a crash mid-checkpoint leaves this behind
+    del trainer
+    trainer = fresh_trainer(tiny_model_folder, resumed)  # a new server process, in effect
+    assert trainer.adapters.trained == {"policy": 2}
+    trainer.step("policy", 3, make_batch(3), CFG, LORA)
+
+    a, b = adapter_tensors(straight, 3), adapter_tensors(resumed, 3)
+    assert a.keys() == b.keys() and len(a) > 0
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    assert not torch.equal(adapter_tensors(straight, 1)[next(iter(a))], a[next(iter(a))])  # training moved it
+
+
+def test_a_repeated_step_trains_nothing(tiny_model_folder, tmp_path):
+    trainer = fresh_trainer(tiny_model_folder, tmp_path)
+    first = trainer.step("policy", 1, make_batch(1), CFG, LORA)
+    weights = {n: p.detach().clone() for n, p in trainer.adapters.peft.named_parameters() if "lora_" in n}
+    again = trainer.step("policy", 1, make_batch(2), CFG, LORA)  # even with another batch
+    assert again["cached"] is True and first["cached"] is False
+    assert again["loss"] == first["loss"]
+    for n, p in trainer.adapters.peft.named_parameters():
+        if "lora_" in n:
+            assert torch.equal(p, weights[n])
+    assert checkpoints.complete_steps(tmp_path, "policy") == [0, 1]
+
+
+def test_steps_must_follow_the_latest_checkpoint(tiny_model_folder, tmp_path):
+    import pytest
+
+    from evalrl_trainer.trainer import StepConflict
+
+    trainer = fresh_trainer(tiny_model_folder, tmp_path)
+    trainer.step("policy", 1, make_batch(1), CFG, LORA)
+    with pytest.raises(StepConflict, match="step-1"):
+        trainer.step("policy", 3, make_batch(3), CFG, LORA)
+
+
+def test_checkpoints_are_peft_folders_with_optimizer_and_metrics(tiny_model_folder, tmp_path):
+    trainer = fresh_trainer(tiny_model_folder, tmp_path)
+    metrics = trainer.step("policy", 1, make_batch(1), CFG, LORA)
+    folder = checkpoints.step_dir(tmp_path, "policy", 1)
+    assert (checkpoints.adapter_weights_path(tmp_path, "policy", 1) / "adapter_config.json").exists()
+    assert (folder / "optimizer.pt").exists() and (folder / "rng.pt").exists()
+    assert checkpoints.read_metrics(tmp_path, "policy", 1)["loss"] == metrics["loss"]
+    for key in ("loss", "clip_fraction", "approx_kl_old", "kl_ref", "entropy", "grad_norm", "tokens", "seconds"):
+        assert key in metrics

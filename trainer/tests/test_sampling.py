@@ -1,0 +1,56 @@
+import threading
+
+from evalrl_trainer.adapters import Adapters
+from evalrl_trainer.chat import render_prompt
+from evalrl_trainer.lora import LoraSettings
+from evalrl_trainer.sampler import SampleRequest, Sampler
+
+
+def request(tokenizer, text: str, seed: int | None, max_tokens: int = 12, adapter=None) -> SampleRequest:
+    ids = render_prompt(tokenizer, [{"role": "user", "content": text}], None)
+    return SampleRequest(ids, adapter, max_tokens, temperature=1.0, top_p=0.95, seed=seed)
+
+
+def test_deterministic_mode_gives_the_same_sample_alone_or_beside_others(tiny_base, tmp_path):
+    adapters = Adapters(tiny_base, tmp_path)
+    adapters.create("policy", LoraSettings(rank=4, alpha=8))
+    sampler = Sampler(adapters, mode="deterministic")
+    tok = tiny_base.tokenizer
+    alone = sampler.submit(request(tok, "Who sent the lease email?", 42, adapter="policy")).result()
+    others = [request(tok, f"A different and longer question number {i} about gas", 100 + i) for i in range(4)]
+    futures = []
+    threads = [threading.Thread(target=lambda r=r: futures.append(sampler.submit(r))) for r in others]
+    for t in threads:
+        t.start()
+    mine = sampler.submit(request(tok, "Who sent the lease email?", 42, adapter="policy"))
+    for t in threads:
+        t.join()
+    beside = mine.result()
+    assert beside.token_ids == alone.token_ids
+    assert beside.logprobs == alone.logprobs
+    assert len(alone.token_ids) == len(alone.logprobs) > 0
+
+
+def test_throughput_mode_batches_concurrent_requests_across_adapters(tiny_base, tmp_path):
+    adapters = Adapters(tiny_base, tmp_path)
+    adapters.create("policy", LoraSettings(rank=4, alpha=8))
+    sampler = Sampler(adapters, mode="throughput", max_batch=8, gather_ms=50)
+    tok = tiny_base.tokenizer
+    reqs = [request(tok, f"question {i}", i, adapter="policy" if i % 2 else None) for i in range(8)]
+    futures = [sampler.submit(r) for r in reqs]
+    samples = [f.result() for f in futures]
+    assert sampler.batches < len(reqs)
+    for r, s in zip(reqs, samples):
+        assert 0 < len(s.token_ids) <= r.max_tokens
+        assert all(lp <= 0 for lp in s.logprobs)
+        assert s.finish_reason in ("stop", "length")
+
+
+def test_seeded_samples_repeat_and_differ_by_seed(tiny_base, tmp_path):
+    sampler = Sampler(Adapters(tiny_base, tmp_path), mode="deterministic")
+    tok = tiny_base.tokenizer
+    a = sampler.submit(request(tok, "hello", 1, max_tokens=16)).result()
+    b = sampler.submit(request(tok, "hello", 1, max_tokens=16)).result()
+    c = sampler.submit(request(tok, "hello", 2, max_tokens=16)).result()
+    assert a.token_ids == b.token_ids
+    assert a.token_ids != c.token_ids

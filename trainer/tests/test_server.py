@@ -1,0 +1,98 @@
+import math
+
+import pytest
+from fastapi.testclient import TestClient
+
+from evalrl_trainer import checkpoints
+from evalrl_trainer.adapters import Adapters
+from evalrl_trainer.sampler import Sampler
+from evalrl_trainer.server import create_app, main
+from evalrl_trainer.trainer import Trainer
+
+TOKEN = "s3cret-token-for-tests"
+
+
+@pytest.fixture
+def server(tiny_base, tmp_path):
+    adapters = Adapters(tiny_base, tmp_path)
+    app = create_app(adapters, Sampler(adapters, mode="deterministic"), Trainer(adapters), token=TOKEN)
+    client = TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"})
+    return client, adapters, tmp_path
+
+
+def sequence(advantage=1.0, n=10):
+    return {"token_ids": list(range(5, 5 + n)), "mask": [0] * 3 + [1] * (n - 3), "logprobs": [-1.0] * n, "advantage": advantage}
+
+
+def test_requests_need_the_token(server):
+    client, _, _ = server
+    assert client.get("/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert client.get("/v1/models").json()["data"][0]["id"] == "base"
+
+
+def test_chat_completion_returns_token_ids_and_logprobs(server):
+    client, _, _ = server
+    r = client.post("/v1/chat/completions", json={
+        "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "seed": 3, "n": 2, "logprobs": True,
+    })  # fmt: skip
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert len(body["choices"]) == 2 and len(body["prompt_token_ids"]) > 0
+    for choice in body["choices"]:
+        assert len(choice["token_ids"]) == len(choice["token_logprobs"]) == len(choice["logprobs"]["content"])
+        assert choice["message"]["role"] == "assistant"
+
+
+def test_train_step_is_exactly_once_and_publishable_to_sampling(server):
+    client, adapters, root = server
+    body = {"adapter": "policy", "step": 1, "sequences": [sequence(1.0), sequence(-1.0)], "lora": {"rank": 4, "alpha": 8}}
+    first = client.post("/train/step", json=body)
+    assert first.status_code == 200, first.text
+    again = client.post("/train/step", json=body).json()
+    assert again["cached"] is True and again["loss"] == first.json()["loss"]
+    assert client.post("/train/step", json={**body, "step": 3}).status_code == 409
+    assert client.get("/train/progress/policy").json() == {"adapter": "policy", "running": False, "latest_step": 1}
+    for model in ("policy", "policy@latest", "policy@step-1", "policy@step-0"):
+        r = client.post("/v1/chat/completions", json={"model": model, "messages": [{"role": "user", "content": "x"}], "max_tokens": 4})
+        assert r.status_code == 200, (model, r.text)
+    path = checkpoints.adapter_weights_path(root, "policy", 1)
+    assert client.post("/v1/load_lora_adapter", json={"lora_name": "published", "lora_path": str(path)}).status_code == 200
+    assert "published" in [m["id"] for m in client.get("/v1/models").json()["data"]]
+    r = client.post("/v1/chat/completions", json={"model": "published", "messages": [{"role": "user", "content": "x"}], "max_tokens": 4})
+    assert r.status_code == 200
+    assert client.post("/v1/unload_lora_adapter", json={"lora_name": "published"}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"adapter": "policy", "step": 1, "sequences": []}, "sequences"),
+        ({"adapter": "policy", "step": 1, "sequences": [{**sequence(), "advantage": math.nan}]}, "sequences.0"),
+        ({"adapter": "policy", "step": 1, "sequences": [{**sequence(), "mask": [1]}]}, "sequences.0"),
+        ({"adapter": "policy", "step": 0, "sequences": [sequence()]}, "step"),
+        ({"adapter": "policy", "step": 1, "sequences": [sequence(n=9000)]}, "sequences"),
+        ({"adapter": "policy", "step": 1, "sequences": [sequence()], "hyperparameters": {"learning_rate": -1}}, "hyperparameters.learning_rate"),
+    ],
+)
+def test_bad_train_requests_get_a_4xx_naming_the_field(server, body, field):
+    client, _, _ = server
+    r = client.post("/train/step", content=__import__("json").dumps(body, allow_nan=True), headers={"content-type": "application/json"})
+    assert 400 <= r.status_code < 500
+    assert r.json()["error"]["message"].startswith(field), r.json()
+    assert client.get("/health").status_code == 200  # still serving
+
+
+def test_bad_sampling_requests(server):
+    client, _, _ = server
+    unknown = client.post("/v1/chat/completions", json={"model": "nope", "messages": [{"role": "user", "content": "x"}]})
+    assert unknown.status_code == 404 and "unknown adapter" in unknown.json()["error"]["message"]
+    too_long = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "max_tokens": 32768})
+    assert too_long.status_code == 400 and too_long.json()["error"]["message"].startswith("max_tokens")
+    bad_role = client.post("/v1/chat/completions", json={"messages": [{"role": "robot", "content": "x"}]})
+    assert bad_role.status_code == 400 and bad_role.json()["error"]["message"].startswith("messages")
+
+
+def test_refuses_a_public_address_without_a_token(monkeypatch):
+    monkeypatch.delenv("EVALRL_MODEL_SERVER_TOKEN", raising=False)
+    with pytest.raises(SystemExit):
+        main(["--host", "0.0.0.0", "--model", "/nonexistent"])

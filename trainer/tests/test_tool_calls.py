@@ -1,0 +1,31 @@
+import json
+
+from evalrl_trainer.tool_calls import parse_tool_calls
+
+
+def test_tagged_calls_and_surrounding_text():
+    text = 'Let me look.\n<tool_call>\n{"name": "search_emails", "arguments": {"keywords": ["lease"]}}\n</tool_call>'
+    content, calls = parse_tool_calls(text)
+    assert content == "Let me look."
+    assert calls[0]["function"]["name"] == "search_emails"
+    assert json.loads(calls[0]["function"]["arguments"]) == {"keywords": ["lease"]}
+
+
+def test_several_tagged_calls_and_an_unterminated_last_one():
+    text = '<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "b", "parameters": {"x": 1}}'
+    _, calls = parse_tool_calls(text)
+    assert [c["function"]["name"] for c in calls] == ["a", "b"]
+    assert json.loads(calls[1]["function"]["arguments"]) == {"x": 1}
+
+
+def test_bare_and_fenced_json():
+    for text in ('{"name": "read_email", "arguments": {"message_id": "<1@x>"}}',
+                 '```json\n{"name": "read_email", "arguments": "{\\"message_id\\": \\"<1@x>\\"}"}\n```'):
+        content, calls = parse_tool_calls(text)
+        assert content is None and calls[0]["function"]["name"] == "read_email"
+
+
+def test_malformed_calls_stay_text():
+    for text in ("<tool_call>{not json}</tool_call>", '{"arguments": {}}', '{"name": "x", "arguments": [1]}', "plain answer"):
+        content, calls = parse_tool_calls(text)
+        assert calls == [] and content == text
