@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 EVALRL := node dist/src/cli/main.js
 
-.PHONY: setup build lint test test-unit test-trainer test-integration demo down bench-search
+.PHONY: setup build lint test test-unit test-trainer test-integration demo down bench-search bench-trainer
 
 setup: node_modules/.evalrl-installed
 	@bash infra/python-env.sh
@@ -39,3 +39,6 @@ down: build
 
 bench-search: build
 	node dist/bench/search.js
+
+bench-trainer: setup
+	.venv/bin/python bench/trainer.py

@@ -18,11 +18,12 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trainer"))
+from evalrl_trainer.base_model import compile_decoder_layers  # noqa: E402
 from evalrl_trainer.lora import LoraSettings, with_lora  # noqa: E402
 from evalrl_trainer.train_step import Batch, StepConfig, train_step  # noqa: E402
 
 SEQS, SEQ_LEN = 8, 2048
-STEPS, WARMUP = int(os.environ.get("STEPS", 6)), 2
+STEPS, WARMUP = int(os.environ.get("STEPS", 7)), 2  # the first step compiles
 MICRO = int(os.environ.get("MICRO", 4))
 PEAK = {"H200": 989e12, "H100": 989e12, "A100": 312e12}
 
@@ -42,12 +43,9 @@ def main():
     with torch.device("cuda"):
         base = Qwen3ForCausalLM(QWEN3_4B)
     torch.set_default_dtype(torch.float32)
-    base.gradient_checkpointing_enable() if os.environ.get("CKPT") == "1" else None
     n_params = sum(p.numel() for p in base.parameters())
     model = with_lora(base, LoraSettings(rank=16, alpha=32))
-    if os.environ.get("COMPILE") == "1":
-        for layer in model.base_model.model.model.layers:
-            layer.compile()
+    compile_decoder_layers(model)  # what the server does on a GPU (--compile)
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=1e-5, fused=True)
     g = torch.Generator().manual_seed(1)
@@ -64,6 +62,13 @@ def main():
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
         print(f"step {step}: {times[-1]:.3f}s loss {metrics['loss']:.4f} grad_norm {metrics['grad_norm']:.3f}", flush=True)
+    if os.environ.get("PROFILE") == "1":
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            train_step(model, optimizer, batch, cfg)
+            torch.cuda.synchronize()
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=60))
     per_step = sum(times[WARMUP:]) / len(times[WARMUP:])
     tokens = SEQS * SEQ_LEN  # every token goes through forward and backward
     tps = tokens / per_step
@@ -80,7 +85,7 @@ def main():
         "sequences": SEQS,
         "seq_len": SEQ_LEN,
         "micro_batch": MICRO,
-        "compiled_layers": os.environ.get("COMPILE") == "1",
+        "compiled_layers": True,
         "lora_rank": 16,
         "base_params": n_params,
         "peak_flops": peak,

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { repoRoot } from '../src/paths';
 
 /** A small seeded PRNG, so every run of a benchmark makes the same data and queries. */
 export function mulberry32(seed: number): () => number {
@@ -20,7 +21,7 @@ export function percentile(values: number[], p: number): number {
 
 /** Writes bench/results/NAME.json (committed with the change that moved the figures). */
 export function writeResult(name: string, figures: Record<string, unknown>) {
-  const file = path.resolve(__dirname, '../../bench/results', `${name}.json`);
+  const file = path.join(repoRoot(), 'bench', 'results', `${name}.json`);
   fs.mkdirSync(path.dirname(file), { recursive: true });
   fs.writeFileSync(
     file,

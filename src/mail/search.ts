@@ -64,19 +64,20 @@ export async function searchEmails(
   const { rows } = await pool.query<SearchHit & { date: Date }>(
     `WITH q AS (SELECT ${tsquery} AS query),
      top AS (
-       SELECT e.id, CASE WHEN numnode(q.query) = 0 THEN 0 ELSE ts_rank(m.tsv, q.query) END AS rank, m.date
-       FROM mailbox_messages m JOIN emails e ON e.id = m.email_id, q
+       -- Only the index-carrying mailbox rows are ranked; emails are read for the ≤ limit winners alone.
+       SELECT m.email_id, CASE WHEN numnode(q.query) = 0 THEN 0 ELSE ts_rank(m.tsv, q.query) END AS rank, m.date
+       FROM mailbox_messages m, q
        WHERE m.inbox_id = $1
          AND ($2::timestamptz IS NULL OR m.date < $2) AND ($3::timestamptz IS NULL OR m.date >= $3)
-         AND ($4::text IS NULL OR e.from_address = $4)
-         AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM recipients r WHERE r.email_id = e.id AND r.address = $5))
          AND (numnode(q.query) = 0 OR m.tsv @@ q.query)
-       ORDER BY rank DESC, m.date DESC, e.id
+         AND ($4::text IS NULL OR EXISTS (SELECT 1 FROM emails f WHERE f.id = m.email_id AND f.from_address = $4))
+         AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM recipients r WHERE r.email_id = m.email_id AND r.address = $5))
+       ORDER BY rank DESC, m.date DESC, m.email_id
        LIMIT $6)
      SELECT e.message_id, e.subject, e.from_address AS from, e.date,
             ts_headline('english', left(e.body, 20000), q.query,
                         'MaxFragments=1, MaxWords=24, MinWords=8, StartSel=**, StopSel=**') AS snippet
-     FROM top JOIN emails e ON e.id = top.id, q
+     FROM top JOIN emails e ON e.id = top.email_id, q
      ORDER BY top.rank DESC, top.date DESC, e.id`,
     params,
   );

@@ -61,3 +61,13 @@ def load_base_model(path: str | Path, cache: Path, device: str | None = None) ->
     model.eval()
     max_context = int(getattr(model.config, "max_position_embeddings", 2048))
     return BaseModel(model=model, tokenizer=tokenizer, device=dev, max_context=max_context)
+
+
+def compile_decoder_layers(model: torch.nn.Module) -> int:
+    """torch.compile every decoder layer in place, for GPU training: it fuses the norms, rotary embeddings,
+    activations and LoRA's small ops (bench/gpu_step: Qwen3-4B on an H200, 10.7k → 18.1k tokens/s).
+    Adapters added later recompile on first use. Returns the number of layers compiled."""
+    layers = next(m for name, m in model.named_modules() if name.endswith("layers") and isinstance(m, torch.nn.ModuleList))
+    for layer in layers:
+        layer.compile()
+    return len(layers)

@@ -9,7 +9,9 @@ def token_logprobs(model, input_ids_BT: torch.Tensor, attention_BT: torch.Tensor
     cross_entropy is the fused log-softmax + gather; logits are upcast to fp32 inside it only, a micro-batch
     at a time (vocab × tokens is the largest tensor of the step). Entropy is a metric: no gradient.
     """
-    logits_BTV = model(input_ids=input_ids_BT, attention_mask=attention_BT).logits[:, :-1]
+    # No KV cache in training; an all-ones mask is dropped so attention can take the fused causal kernel.
+    mask = None if bool(attention_BT.all()) else attention_BT
+    logits_BTV = model(input_ids=input_ids_BT, attention_mask=mask, use_cache=False).logits[:, :-1]
     B, T1, V = logits_BTV.shape
     nll = F.cross_entropy(logits_BTV.float().reshape(-1, V), input_ids_BT[:, 1:].reshape(-1), reduction="none")
     logp_BT = F.pad(-nll.view(B, T1), (1, 0))

@@ -10,6 +10,7 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -30,6 +31,7 @@ class SampleRequest:
     top_p: float = 1.0
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
+    ignore_eos: bool = False
 
 
 @dataclass
@@ -89,8 +91,12 @@ class Sampler:
             ids[i, longest - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
             attn[i, longest - len(r.prompt_ids):] = 1
         ids, attn = ids.to(device), attn.to(device)
+        with self._adapters_for([r.adapter for r in requests]) as (model, extra):
+            return self._decode(requests, model, extra, ids, attn, device)
+
+    def _decode(self, requests, model, extra, ids, attn, device) -> list[Sample]:
+        B = len(requests)
         positions = (attn.cumsum(-1) - 1).clamp(min=0)
-        model, extra = self._model_for([r.adapter for r in requests])
         generators = [self._generator(r.seed, device) for r in requests]
         cache = DynamicCache()
         out_ids: list[list[int]] = [[] for _ in requests]
@@ -107,7 +113,7 @@ class Sampler:
                 out_ids[i].append(token)
                 out_lp[i].append(float(logp_BV[i, token]))
                 next_ids[i, 0] = token
-                if token in self.eos_ids or self._hit_stop(out_ids[i], r.stop):
+                if (token in self.eos_ids and not r.ignore_eos) or self._hit_stop(out_ids[i], r.stop):
                     finish[i] = "stop"
                 elif len(out_ids[i]) >= r.max_tokens:
                     finish[i] = "length"
@@ -119,13 +125,25 @@ class Sampler:
         return [self._finish(r, out_ids[i], out_lp[i], finish[i] or "length") for i, r in enumerate(requests)]
 
     # --- helpers ------------------------------------------------------------------------------------------
-    def _model_for(self, adapters: list[str | None]):
+    @contextmanager
+    def _adapters_for(self, adapters: list[str | None]):
+        """A uniform batch runs its one adapter (or none) directly; only a mixed batch pays for PEFT's
+        per-layer split by adapter."""
         peft = self.adapters.peft
         if peft is None:
-            return self.adapters.base.model, {}
-        if all(a is None for a in adapters):
-            return peft, {"adapter_names": ["__base__"] * len(adapters)}
-        return peft, {"adapter_names": [a if a is not None else "__base__" for a in adapters]}
+            yield self.adapters.base.model, {}
+        elif all(a is None for a in adapters):
+            with peft.disable_adapter():
+                yield peft, {}
+        elif len(set(adapters)) == 1:
+            previous = peft.active_adapter
+            peft.base_model.set_adapter(adapters[0])
+            try:
+                yield peft, {}
+            finally:
+                peft.base_model.set_adapter(previous)
+        else:
+            yield peft, {"adapter_names": [a if a is not None else "__base__" for a in adapters]}
 
     @staticmethod
     def _generator(seed: int | None, device: torch.device) -> torch.Generator:

@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from .adapters import Adapters, AdapterError
-from .base_model import load_base_model, smollm2_gguf
+from .base_model import compile_decoder_layers, load_base_model, smollm2_gguf
 from .chat import render_prompt
 from .grpo import LossConfig
 from .lora import LoraSettings
@@ -44,6 +44,7 @@ class ChatRequest(BaseModel):
     seed: int | None = Field(None, ge=0, lt=2**63)
     stop: str | list[str] | None = None
     logprobs: bool = False
+    ignore_eos: bool = False  # vLLM's extension: always sample max_tokens (benchmarks)
 
     @field_validator("messages")
     @classmethod
@@ -157,7 +158,7 @@ def create_app(adapters: Adapters, sampler: Sampler, trainer: Trainer, token: st
         futures = [
             sampler.submit(SampleRequest(
                 prompt_ids, adapter, req.max_tokens, req.temperature, req.top_p,
-                None if req.seed is None else req.seed + i, stop,
+                None if req.seed is None else req.seed + i, stop, req.ignore_eos,
             ))  # fmt: skip
             for i in range(req.n)
         ]
@@ -260,6 +261,7 @@ def main(argv: list[str] | None = None):
     parser.add_argument("--keep-checkpoints", type=int, default=0, help="keep the newest N steps (0: all)")
     parser.add_argument("--seed", type=int, default=0, help="seed of new adapters' initial weights")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the decoder layers (GPU training)")
     args = parser.parse_args(argv)
     token = os.environ.get("EVALRL_MODEL_SERVER_TOKEN") or None
     if not is_loopback(args.host) and not token:
@@ -272,6 +274,8 @@ def main(argv: list[str] | None = None):
     root.mkdir(parents=True, exist_ok=True)
     model_path = Path(args.model) if args.model else smollm2_gguf()
     base = load_base_model(model_path, Path(args.cache) if args.cache else root / ".models")
+    if args.compile:
+        compile_decoder_layers(base.model)
     adapters = Adapters(base, root, seed=args.seed)
     resumed = adapters.resume_all()
     mode: Mode = args.mode

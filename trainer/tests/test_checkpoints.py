@@ -93,3 +93,35 @@ def test_checkpoints_are_peft_folders_with_optimizer_and_metrics(tiny_model_fold
     assert checkpoints.read_metrics(tmp_path, "policy", 1)["loss"] == metrics["loss"]
     for key in ("loss", "clip_fraction", "approx_kl_old", "kl_ref", "entropy", "grad_norm", "tokens", "seconds"):
         assert key in metrics
+
+
+def test_a_cancelled_step_saves_nothing_and_can_be_run_again(tiny_model_folder, tmp_path):
+    import threading
+    import time
+
+    import pytest
+
+    from evalrl_trainer.trainer import Cancelled
+
+    trainer = fresh_trainer(tiny_model_folder, tmp_path)
+    trainer.step("policy", 1, make_batch(1), CFG, LORA)
+    big = batch_from_sequences([{"token_ids": list(range(5, 69)), "mask": [0] * 8 + [1] * 56,
+                                 "logprobs": [-1.0] * 64, "advantage": 1.0}] * 200)  # fmt: skip
+
+    def cancel_when_running():
+        while not trainer.progress("policy")["running"]:
+            time.sleep(0.001)
+        assert trainer.progress("policy")["step"] == 2
+        trainer.cancel("policy")
+
+    watcher = threading.Thread(target=cancel_when_running)
+    watcher.start()
+    before = {n: p.detach().clone() for n, p in trainer.adapters.peft.named_parameters() if "lora_" in n}
+    with pytest.raises(Cancelled):
+        trainer.step("policy", 2, big, StepConfig(learning_rate=5e-3, micro_batch=1), LORA)
+    watcher.join()
+    assert checkpoints.complete_steps(tmp_path, "policy") == [0, 1]
+    for n, p in trainer.adapters.peft.named_parameters():
+        if "lora_" in n:
+            assert torch.equal(p, before[n])
+    assert trainer.step("policy", 2, make_batch(2), CFG, LORA)["cached"] is False

@@ -1,0 +1,154 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { z } from 'zod';
+import {
+  chatCompletionSchema,
+  trainProgressSchema,
+  trainStepResultSchema,
+  type ChatCompletion,
+  type ChatRequest,
+  type TrainProgress,
+  type TrainStepRequest,
+  type TrainStepResult,
+} from './schemas';
+
+/** An error from the model server; `retryable` is false for a 4xx (the request itself is wrong). */
+export class ModelServerError extends Error {
+  constructor(
+    message: string,
+    readonly status: number | undefined,
+    readonly retryable: boolean,
+  ) {
+    super(message);
+    this.name = 'ModelServerError';
+  }
+}
+
+export interface ModelServerOptions {
+  url: string;
+  token?: string;
+  timeoutMs?: number;
+  /** Attempts for idempotent calls (the first included); non-idempotent calls are tried once. */
+  attempts?: number;
+}
+
+/**
+ * Typed client of the model server (and, for sampling and adapter loading, of vLLM). Retries only calls
+ * that are idempotent: reads, adapter loads, and train steps (a step is identified by adapter and number,
+ * so a repeat returns the stored result).
+ */
+export class ModelServerClient {
+  private readonly timeoutMs: number;
+  private readonly attempts: number;
+
+  constructor(private readonly options: ModelServerOptions) {
+    this.timeoutMs = options.timeoutMs ?? 600_000;
+    this.attempts = options.attempts ?? 4;
+  }
+
+  async models(): Promise<string[]> {
+    const body = (await this.call('GET', '/v1/models', undefined, true)) as { data: { id: string }[] };
+    return body.data.map((m) => m.id);
+  }
+
+  async chat(request: ChatRequest, timeoutMs?: number): Promise<ChatCompletion> {
+    return this.parse(
+      chatCompletionSchema,
+      await this.call('POST', '/v1/chat/completions', request, false, timeoutMs),
+    );
+  }
+
+  async trainStep(request: TrainStepRequest): Promise<TrainStepResult> {
+    return this.parse(trainStepResultSchema, await this.call('POST', '/train/step', request, true));
+  }
+
+  async trainProgress(adapter: string): Promise<TrainProgress> {
+    return this.parse(
+      trainProgressSchema,
+      await this.call('GET', `/train/progress/${encodeURIComponent(adapter)}`, undefined, true),
+    );
+  }
+
+  async cancelTraining(adapter: string): Promise<boolean> {
+    return ((await this.call('POST', '/train/cancel', { adapter }, true)) as { cancelled: boolean })
+      .cancelled;
+  }
+
+  /** vLLM's endpoint: makes the PEFT adapter at `path` available for sampling as `name`. */
+  async loadAdapter(name: string, path: string): Promise<void> {
+    await this.call('POST', '/v1/load_lora_adapter', { lora_name: name, lora_path: path }, true);
+  }
+
+  async unloadAdapter(name: string): Promise<void> {
+    await this.call('POST', '/v1/unload_lora_adapter', { lora_name: name }, true);
+  }
+
+  private parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
+    const parsed = schema.safeParse(body);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new ModelServerError(
+        `malformed reply from the model server at ${issue.path.join('.')}: ${issue.message}`,
+        undefined,
+        false,
+      );
+    }
+    return parsed.data;
+  }
+
+  private async call(
+    method: string,
+    path: string,
+    body: unknown,
+    idempotent: boolean,
+    timeoutMs = this.timeoutMs,
+  ) {
+    const attempts = idempotent ? this.attempts : 1;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.once(method, path, body, timeoutMs);
+      } catch (err) {
+        const retryable = !(err instanceof ModelServerError) || err.retryable;
+        if (!retryable || attempt >= attempts) throw err;
+        await sleep(500 * 2 ** (attempt - 1));
+      }
+    }
+  }
+
+  private async once(method: string, path: string, body: unknown, timeoutMs: number): Promise<unknown> {
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (this.options.token) headers.authorization = `Bearer ${this.options.token}`;
+    let response: Response;
+    try {
+      response = await fetch(new URL(path, this.options.url), {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+    } catch (err) {
+      throw new ModelServerError(
+        `model server at ${this.options.url} unreachable: ${(err as Error).message}`,
+        undefined,
+        true,
+      );
+    }
+    const text = await response.text();
+    if (!response.ok) {
+      const message = safeJson(text)?.error?.message ?? text.slice(0, 300);
+      throw new ModelServerError(
+        `${method} ${path} → ${response.status}: ${message}`,
+        response.status,
+        response.status >= 500,
+      );
+    }
+    return JSON.parse(text);
+  }
+}
+
+function safeJson(text: string): { error?: { message?: string } } | undefined {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}

