@@ -1,16 +1,15 @@
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { ModelServerClient, ModelServerError } from '../../src/modelServer/client';
-import { startModelServer, stopModelServer } from '../../src/stack/modelServer';
-import { stackConfig, tempDataDir, TEST_STACK_ENV } from './testStack';
+import type { Config } from '../../src/config';
+import { stopModelServer } from '../../src/stack/modelServer';
+import { startTinyModelServer, tempDataDir } from './testStack';
 
 jest.setTimeout(300_000);
 
 const dir = tempDataDir('evalrl-model-server-');
-const env = { ...TEST_STACK_ENV, EVALRL_DATA_DIR: dir, EVALRL_MODEL_SERVER_URL: 'http://127.0.0.1:18001' };
-const config = stackConfig(env);
-const client = new ModelServerClient({ url: config.modelServer.url, attempts: 2 });
+let config: Config;
+let client: ModelServerClient;
 const sequence = (advantage: number) => ({
   token_ids: [5, 6, 7, 8, 9, 10, 11, 12],
   mask: [0, 0, 0, 1, 1, 1, 1, 1] as (0 | 1)[],
@@ -19,16 +18,8 @@ const sequence = (advantage: number) => ({
 });
 
 beforeAll(async () => {
-  const tiny = path.join(dir, 'tiny-model');
-  execFileSync(path.join(config.venv, 'bin', 'python'), ['-m', 'evalrl_trainer.tiny_model', tiny], {
-    cwd: path.resolve(__dirname, '../../trainer'),
-    stdio: 'ignore',
-  });
-  await startModelServer(config, {
-    model: tiny,
-    checkpoints: path.join(dir, 'checkpoints'),
-    mode: 'deterministic',
-  });
+  config = await startTinyModelServer(dir, 18001);
+  client = new ModelServerClient({ url: config.modelServer.url, attempts: 2 });
 });
 afterAll(async () => {
   await stopModelServer(config);

@@ -1,10 +1,11 @@
 import fs from 'node:fs';
 import os from 'node:os';
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { loadConfig, type Config } from '../../src/config';
+import { startModelServer } from '../../src/stack/modelServer';
 
 const run = promisify(execFile);
 const root = path.resolve(__dirname, '../..');
@@ -40,4 +41,25 @@ export function tempDataDir(prefix: string): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
   fs.chmodSync(dir, 0o755);
   return dir;
+}
+
+/** Starts a real model server on a tiny random model of SmolLM2's shape (built on the fly), deterministic mode. */
+export async function startTinyModelServer(dir: string, port: number) {
+  const env = {
+    ...TEST_STACK_ENV,
+    EVALRL_DATA_DIR: dir,
+    EVALRL_MODEL_SERVER_URL: `http://127.0.0.1:${port}`,
+  };
+  const config = stackConfig(env);
+  const tiny = path.join(dir, 'tiny-model');
+  execFileSync(path.join(config.venv, 'bin', 'python'), ['-m', 'evalrl_trainer.tiny_model', tiny], {
+    cwd: path.join(root, 'trainer'),
+    stdio: 'ignore',
+  });
+  await startModelServer(config, {
+    model: tiny,
+    checkpoints: path.join(dir, 'checkpoints'),
+    mode: 'deterministic',
+  });
+  return config;
 }

@@ -1,6 +1,8 @@
 import { stackChecks } from './001_stack_checks';
 import { mailbox } from './002_mailbox';
 import { questions } from './003_questions';
+import { trajectories } from './004_trajectories';
+import { judgements } from './005_judgements';
 
 export interface Migration {
   version: number;
@@ -9,4 +11,4 @@ export interface Migration {
 }
 
 /** Applied in order; a migration is never edited once it has landed — add a new one. */
-export const MIGRATIONS: Migration[] = [stackChecks, mailbox, questions];
+export const MIGRATIONS: Migration[] = [stackChecks, mailbox, questions, trajectories, judgements];

@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import { chatMessageSchema } from '../modelServer/schemas';
+
+/** One model call of an episode: what was sent, what came back, with the sampled tokens when the server gives them. */
+export const turnSchema = z.object({
+  promptTokenIds: z.array(z.number().int()).optional(),
+  tokenIds: z.array(z.number().int()).optional(),
+  logprobs: z.array(z.number()).optional(),
+  finishReason: z.string(),
+  modelMs: z.number(),
+  toolMs: z.number(),
+});
+export type Turn = z.infer<typeof turnSchema>;
+
+/** What the agent did, beside the raw messages: the facts the deterministic reward layer reads. */
+export const episodeFactsSchema = z.object({
+  answer: z.string().nullable(),
+  sources: z.array(z.string()),
+  searchedIds: z.array(z.string()), // every message id any search returned
+  readIds: z.array(z.string()), // every message id read_email returned
+  malformedCalls: z.number().int(),
+  unknownTools: z.number().int(),
+  badArguments: z.number().int(),
+  turns: z.number().int(),
+  ending: z.enum(['answered', 'max_turns', 'context_budget', 'malformed', 'model_error']),
+});
+export type EpisodeFacts = z.infer<typeof episodeFactsSchema>;
+
+export const trajectorySchema = z.object({
+  messages: z.array(chatMessageSchema),
+  turns: z.array(turnSchema),
+  facts: episodeFactsSchema,
+  wallMs: z.number(),
+});
+export type Trajectory = z.infer<typeof trajectorySchema>;
