@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 EVALRL := node dist/src/cli/main.js
 
-.PHONY: setup build lint test test-unit test-trainer test-integration demo down bench-search bench-trainer
+.PHONY: setup build lint test test-unit test-trainer test-integration demo down bench-search bench-trainer bench-rollout
 
 setup: node_modules/.evalrl-installed
 	@bash infra/python-env.sh
@@ -42,3 +42,6 @@ bench-search: build
 
 bench-trainer: setup
 	.venv/bin/python bench/trainer.py
+
+bench-rollout: build
+	node dist/bench/rollout.js

@@ -10,6 +10,7 @@ import type { EpisodeFacts } from '../../src/env/trajectory';
 import { deterministicReward, rewardWeightsSchema } from '../../src/reward/deterministic';
 import { judge } from '../../src/reward/judge';
 import { storeJudgement } from '../../src/reward/judgementStore';
+import { teacherLabel } from '../../src/reward/teacher';
 import { loadSkills } from '../../src/reward/skills';
 import { runVerifier, VERIFIERS } from '../../src/reward/verifiers';
 import { stopModelServer } from '../../src/stack/modelServer';
@@ -245,4 +246,90 @@ describe('Skill-RM', () => {
       expect(await storeJudgement(pool, id, `base/${mode}/0`, 'base', j)).toBe(first);
     },
   );
+});
+
+describe('teacher labels', () => {
+  it('come from the deterministic layer without a teacher, and are cached per trajectory', async () => {
+    const weights = rewardWeightsSchema.parse({});
+    const trajectory = {
+      messages: [],
+      turns: [],
+      facts: {
+        answer: question.answer,
+        sources: question.messageIds,
+        searchedIds: question.messageIds,
+        readIds: [],
+        malformedCalls: 0,
+        unknownTools: 0,
+        badArguments: 0,
+        turns: 2,
+        ending: 'answered' as const,
+      },
+      wallMs: 1,
+    };
+    const key = {
+      runId: `label-${Date.now()}`,
+      stage: 'reward-model',
+      step: 1,
+      taskId: question.id,
+      sample: 0,
+    };
+    const { id } = await storeTrajectory(pool, key, question.id, trajectory);
+    const gold = { answer: question.answer, messageIds: question.messageIds };
+    const label = await teacherLabel(pool, id, question.question, gold, trajectory, weights, 4);
+    expect(label).toMatchObject({ correct: true, source: 'deterministic' });
+    const cached = await teacherLabel(
+      pool,
+      id,
+      question.question,
+      { ...gold, answer: 'something else' },
+      trajectory,
+      weights,
+      4,
+    );
+    expect(cached).toEqual(label);
+  });
+
+  it('from a teacher endpoint that cannot produce a label: a clear error, nothing cached', async () => {
+    const weights = rewardWeightsSchema.parse({});
+    const trajectory = {
+      messages: [],
+      turns: [],
+      facts: {
+        answer: 'x',
+        sources: [],
+        searchedIds: [],
+        readIds: [],
+        malformedCalls: 0,
+        unknownTools: 0,
+        badArguments: 0,
+        turns: 1,
+        ending: 'answered' as const,
+      },
+      wallMs: 1,
+    };
+    const key = {
+      runId: `label-teacher-${Date.now()}`,
+      stage: 'reward-model',
+      step: 1,
+      taskId: question.id,
+      sample: 0,
+    };
+    const { id } = await storeTrajectory(pool, key, question.id, trajectory);
+    const teacher = { url: `${server.modelServer.url}/v1`, model: 'base' }; // a random tiny model: no parseable label
+    await expect(
+      teacherLabel(
+        pool,
+        id,
+        question.question,
+        { answer: 'y', messageIds: [] },
+        trajectory,
+        weights,
+        4,
+        teacher,
+      ),
+    ).rejects.toThrow(/no parseable label/);
+    const { rows } = await pool.query('SELECT 1 FROM teacher_labels WHERE trajectory_id = $1', [id]);
+    expect(rows).toHaveLength(0);
+  });
 });
