@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { Client, Connection } from '@temporalio/client';
 import { Runtime, DefaultLogger } from '@temporalio/worker';
+import { MIGRATIONS } from '../../src/db/migrations';
 import { createPool } from '../../src/db/pool';
 import { TASK_QUEUES } from '../../src/taskQueues';
 import { createWorkers } from '../../src/workers/start';
@@ -39,7 +40,7 @@ it('comes up from nothing, runs a workflow through PostgreSQL, and keeps its his
   expect(JSON.parse(first.stdout)).toMatchObject({
     temporal: 'started',
     postgres: 'started',
-    migrationsApplied: ['1_stack_checks'],
+    migrationsApplied: MIGRATIONS.map((m) => `${m.version}_${m.name}`),
   });
   const again = await cli(['up', '--json'], env);
   expect(JSON.parse(again.stdout)).toMatchObject({
