@@ -31,6 +31,7 @@ const SETTINGS: AgentSettings = {
   temperature: 1,
   topP: 1,
   timeoutMs: 600_000,
+  demonstration: true,
 };
 
 async function main() {

@@ -23,6 +23,8 @@ export interface AgentSettings {
   /** Turn t samples with seed + t, so a replayed episode asks for the same samples. */
   seed?: number;
   timeoutMs: number;
+  /** Put the worked example before the question. */
+  demonstration: boolean;
 }
 
 /** Extra fields the model server adds to a completion (absent from hosted APIs). */
@@ -45,6 +47,38 @@ export function systemPrompt(q: EpisodeQuestion): string {
 }
 
 /**
+ * A worked example placed before the question: small models follow a demonstrated tool-call format far
+ * more often than a described one (the harness comes first, then RL).
+ */
+export const DEMONSTRATION: ChatMessage[] = [
+  { role: 'user', content: 'Example task: when did Jane send the budget draft?' },
+  call('example_1', 'search_emails', { keywords: ['budget', 'draft'] }),
+  {
+    role: 'tool',
+    tool_call_id: 'example_1',
+    content:
+      '[{"message_id": "<example.1@mail>", "subject": "Budget draft", "from": "jane@example.com", "date": "2001-03-05T10:00:00.000Z", "snippet": "attached is the **budget** **draft**"}]',
+  },
+  call('example_2', 'read_email', { message_id: '<example.1@mail>' }),
+  {
+    role: 'tool',
+    tool_call_id: 'example_2',
+    content:
+      '{"message_id": "<example.1@mail>", "subject": "Budget draft", "from": "jane@example.com", "date": "2001-03-05T10:00:00.000Z", "to": ["me@example.com"], "cc": [], "bcc": [], "body": "Hi, attached is the budget draft. Jane"}',
+  },
+  call('example_3', 'return_final_answer', { answer: '2001-03-05', sources: ['<example.1@mail>'] }),
+  { role: 'tool', tool_call_id: 'example_3', content: 'Example finished. Now the real task.' },
+];
+
+function call(id: string, name: string, args: object): ChatMessage {
+  return {
+    role: 'assistant',
+    content: null,
+    tool_calls: [{ id, type: 'function', function: { name, arguments: JSON.stringify(args) } }],
+  };
+}
+
+/**
  * One ReAct episode: the model calls tools until it answers, runs out of turns or of context. Malformed
  * replies, unknown tools and bad arguments go back to the model as errors and are counted.
  */
@@ -58,6 +92,7 @@ export async function runEpisode(
   const scope = { inbox: q.inbox, queryDate: q.queryDate };
   const messages: ChatMessage[] = [
     { role: 'system', content: systemPrompt(q) },
+    ...(s.demonstration ? DEMONSTRATION : []),
     { role: 'user', content: q.question },
   ];
   const turns: Turn[] = [];

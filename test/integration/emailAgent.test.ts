@@ -14,6 +14,7 @@ import { teacherLabel } from '../../src/reward/teacher';
 import { loadSkills } from '../../src/reward/skills';
 import { runVerifier, VERIFIERS } from '../../src/reward/verifiers';
 import { stopModelServer } from '../../src/stack/modelServer';
+import { episodeFacts } from '../episodeFacts';
 import { cli, stackConfig, startTinyModelServer, tempDataDir, TEST_STACK_ENV } from './testStack';
 
 jest.setTimeout(300_000);
@@ -32,6 +33,7 @@ const settings = (over: Partial<AgentSettings> = {}): AgentSettings => ({
   topP: 1,
   seed: 11,
   timeoutMs: 120_000,
+  demonstration: true,
   ...over,
 });
 
@@ -164,18 +166,15 @@ describe('Skill-RM', () => {
   const skills = loadSkills(path.resolve(__dirname, '../../skills'), Object.keys(VERIFIERS));
   const scope = () => ({ inbox: 'allen-p', queryDate: new Date('2002-01-01') });
   const leaseId = '<9400496.1075855729384.JavaMail.evans@thyme>';
-  const facts = (over: Partial<EpisodeFacts>): EpisodeFacts => ({
-    answer: 'phillip.allen@enron.com',
-    sources: [leaseId],
-    searchedIds: [leaseId],
-    readIds: [leaseId],
-    malformedCalls: 0,
-    unknownTools: 0,
-    badArguments: 0,
-    turns: 3,
-    ending: 'answered',
-    ...over,
-  });
+  const facts = (over: Partial<EpisodeFacts>) =>
+    episodeFacts({
+      answer: 'phillip.allen@enron.com',
+      sources: [leaseId],
+      searchedIds: [leaseId],
+      readIds: [leaseId],
+      turns: 3,
+      ...over,
+    });
   const ctx = (f: EpisodeFacts, reference = 'phillip.allen@enron.com') => ({
     pool,
     scope: scope(),
@@ -254,17 +253,12 @@ describe('teacher labels', () => {
     const trajectory = {
       messages: [],
       turns: [],
-      facts: {
+      facts: episodeFacts({
         answer: question.answer,
         sources: question.messageIds,
         searchedIds: question.messageIds,
-        readIds: [],
-        malformedCalls: 0,
-        unknownTools: 0,
-        badArguments: 0,
         turns: 2,
-        ending: 'answered' as const,
-      },
+      }),
       wallMs: 1,
     };
     const key = {
@@ -295,17 +289,7 @@ describe('teacher labels', () => {
     const trajectory = {
       messages: [],
       turns: [],
-      facts: {
-        answer: 'x',
-        sources: [],
-        searchedIds: [],
-        readIds: [],
-        malformedCalls: 0,
-        unknownTools: 0,
-        badArguments: 0,
-        turns: 1,
-        ending: 'answered' as const,
-      },
+      facts: episodeFacts({ answer: 'x' }),
       wallMs: 1,
     };
     const key = {

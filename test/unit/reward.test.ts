@@ -9,21 +9,19 @@ import {
 } from '../../src/reward/answerMatch';
 import { deterministicReward, rewardWeightsSchema } from '../../src/reward/deterministic';
 import type { EpisodeFacts } from '../../src/env/trajectory';
+import { episodeFacts } from '../episodeFacts';
 
 const W = rewardWeightsSchema.parse({});
 const gold = { answer: 'phillip.allen@enron.com', messageIds: ['<g1>', '<g2>'] };
-const facts = (over: Partial<EpisodeFacts>): EpisodeFacts => ({
-  answer: 'phillip.allen@enron.com',
-  sources: ['<g1>'],
-  searchedIds: ['<g1>', '<x>'],
-  readIds: ['<g1>'],
-  malformedCalls: 0,
-  unknownTools: 0,
-  badArguments: 0,
-  turns: 3,
-  ending: 'answered',
-  ...over,
-});
+const facts = (over: Partial<EpisodeFacts>) =>
+  episodeFacts({
+    answer: 'phillip.allen@enron.com',
+    sources: ['<g1>'],
+    searchedIds: ['<g1>', '<x>'],
+    readIds: ['<g1>'],
+    turns: 3,
+    ...over,
+  });
 
 describe('answer matching', () => {
   it('normalises case, punctuation, articles and thousands separators', () => {
