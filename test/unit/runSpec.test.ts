@@ -1,0 +1,75 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loadRunSpec, parseRunSpec, RunSpecError } from '../../src/runSpec';
+
+const stage = { steps: 2, tasksPerStep: 4, groupSize: 4, learningRate: 1e-5 };
+const minimal = {
+  name: 'demo',
+  seed: 1,
+  models: { policy: { adapter: 'policy' }, rewardModel: { adapter: 'rm' } },
+  stages: { rewardModel: stage, policy: stage },
+};
+
+function problems(value: unknown): string[] {
+  try {
+    parseRunSpec(value);
+  } catch (err) {
+    if (err instanceof RunSpecError) return err.problems;
+    throw err;
+  }
+  throw new Error('expected a RunSpecError');
+}
+
+describe('run spec', () => {
+  it('fills defaults for everything optional', () => {
+    const spec = parseRunSpec(minimal);
+    expect(spec.stages.policy).toMatchObject({
+      clipLow: 0.2,
+      clipHigh: 0.28,
+      lossAggregation: 'token-mean',
+      dynamicSampling: { enabled: true, minStd: 0.01 },
+    });
+    expect(spec.judge.mode).toBe('skill');
+    expect(spec.rewardWeights.correct).toBe(1);
+    expect(spec.lora).toEqual({ rank: 16, alpha: 32 });
+  });
+
+  it('lists every bad field by its path', () => {
+    const bad = {
+      ...minimal,
+      seed: -1,
+      models: { policy: { adapter: 'bad name!' }, rewardModel: { adapter: 'rm' } },
+      stages: { rewardModel: { ...stage, groupSize: 1 }, policy: { ...stage, lossAggregation: 'sum' } },
+      judge: { mode: 'oracle' },
+      typo: true,
+    };
+    const list = problems(bad);
+    expect(list).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^seed: /),
+        expect.stringMatching(/^models\.policy\.adapter: /),
+        expect.stringMatching(/^stages\.rewardModel\.groupSize: GRPO needs/),
+        expect.stringMatching(/^stages\.policy\.lossAggregation: /),
+        expect.stringMatching(/^judge\.mode: /),
+        expect.stringMatching(/typo/),
+      ]),
+    );
+  });
+
+  it('loads YAML and JSON files, naming the file in errors', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'spec-'));
+    const yamlFile = path.join(dir, 'run.yaml');
+    fs.writeFileSync(
+      yamlFile,
+      'name: demo\nseed: 1\nmodels:\n  policy: {adapter: policy}\n  rewardModel: {adapter: rm}\nstages:\n  rewardModel: {steps: 1, tasksPerStep: 2, groupSize: 2, learningRate: 0.0001}\n  policy: {steps: 1, tasksPerStep: 2, groupSize: 2, learningRate: 0.0001}\n',
+    );
+    expect(loadRunSpec(yamlFile).name).toBe('demo');
+    const jsonFile = path.join(dir, 'run.json');
+    fs.writeFileSync(jsonFile, JSON.stringify({ ...minimal, seed: 'x' }));
+    expect(() => loadRunSpec(jsonFile)).toThrow(new RegExp(`${jsonFile}: invalid run spec\\n  - seed: `));
+    expect(() => loadRunSpec(path.join(dir, 'missing.yaml'))).toThrow(/cannot be read/);
+    fs.writeFileSync(yamlFile, 'name: [unclosed');
+    expect(() => loadRunSpec(yamlFile)).toThrow(/\(syntax\)/);
+  });
+});
