@@ -6,7 +6,7 @@ import { createPool } from '../db/pool';
 import { up } from '../stack/stack';
 import { temporalUiUrl } from '../stack/temporal';
 import { TASK_QUEUES } from '../taskQueues';
-import { createWorkers } from '../workers/start';
+import { createWorkers, runWorkersUntil } from '../workers/start';
 import { stackCheck } from '../workflows';
 
 /** The main job, run by `make demo`: the stack comes up and a workflow runs end to end. */
@@ -23,21 +23,17 @@ export function registerDemoCommand(program: Command) {
       const connection = await Connection.connect({ address: config.temporal.address });
       const client = new Client({ connection, namespace: config.temporal.namespace });
       const workflowId = `stack-check-${randomUUID()}`;
-      const result = await Promise.race([
-        Promise.all(workers.map((w) => w.run())).then(() => undefined),
-        (async () => {
-          const out = await client.workflow.execute(stackCheck, {
-            taskQueue: TASK_QUEUES.workflows,
-            workflowId,
-            args: ['evalrl stack check'],
-          });
-          workers.forEach((w) => w.shutdown());
-          return out;
-        })(),
-      ]);
+      const result = await runWorkersUntil(
+        workers,
+        client.workflow.execute(stackCheck, {
+          taskQueue: TASK_QUEUES.workflows,
+          workflowId,
+          args: ['evalrl stack check'],
+        }),
+      );
       await connection.close();
       await pool.end();
-      console.log(`workflow ${workflowId} completed: stored "${result?.stored}" in PostgreSQL`);
+      console.log(`workflow ${workflowId} completed: stored "${result.stored}" in PostgreSQL`);
       const ui = temporalUiUrl(config);
       if (ui)
         console.log(`Temporal UI: ${ui}/namespaces/${config.temporal.namespace}/workflows/${workflowId}`);

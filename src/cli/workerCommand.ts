@@ -3,7 +3,7 @@ import { loadConfig } from '../config';
 import { createPool } from '../db/pool';
 import { createWorkers, type WorkerQueue } from '../workers/start';
 
-const QUEUES: WorkerQueue[] = ['workflows', 'cpu'];
+const QUEUES: WorkerQueue[] = ['workflows', 'cpu', 'rollout', 'gpu'];
 
 export function registerWorkerCommand(program: Command) {
   program

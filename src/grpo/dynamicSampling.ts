@@ -10,8 +10,13 @@ export interface RewardGroup {
  * dropped. Returns the kept groups (at most `wanted`, in order) and the dropped task ids; `missing` says
  * how many more groups a top-up should bring.
  */
-export function selectGroups(groups: RewardGroup[], wanted: number, minStd: number, enabled: boolean) {
-  const kept: RewardGroup[] = [];
+export function selectGroups<G extends RewardGroup>(
+  groups: G[],
+  wanted: number,
+  minStd: number,
+  enabled: boolean,
+) {
+  const kept: G[] = [];
   const dropped: string[] = [];
   for (const g of groups) {
     if (enabled && groupStd(g.rewards_G) < minStd) dropped.push(g.taskId);

@@ -1,1 +1,2 @@
+export { policyStage } from './policyStage';
 export { stackCheck } from './stackCheck';

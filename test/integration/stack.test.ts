@@ -4,7 +4,7 @@ import { Runtime, DefaultLogger } from '@temporalio/worker';
 import { MIGRATIONS } from '../../src/db/migrations';
 import { createPool } from '../../src/db/pool';
 import { TASK_QUEUES } from '../../src/taskQueues';
-import { createWorkers } from '../../src/workers/start';
+import { createWorkers, runWorkersUntil } from '../../src/workers/start';
 import { stackCheck } from '../../src/workflows';
 import { cli, stackConfig, tempDataDir, TEST_STACK_ENV } from './testStack';
 
@@ -52,15 +52,10 @@ it('comes up from nothing, runs a workflow through PostgreSQL, and keeps its his
   const pool = createPool(config);
   const workers = await createWorkers(config, pool, ['workflows', 'cpu']);
   const workflowId = `stack-check-${Date.now()}`;
-  const result = await workers[0].runUntil(
-    workers[1].runUntil(
-      withClient((client) =>
-        client.workflow.execute(stackCheck, {
-          taskQueue: TASK_QUEUES.workflows,
-          workflowId,
-          args: ['hello'],
-        }),
-      ),
+  const result = await runWorkersUntil(
+    workers,
+    withClient((client) =>
+      client.workflow.execute(stackCheck, { taskQueue: TASK_QUEUES.workflows, workflowId, args: ['hello'] }),
     ),
   );
   expect(result).toEqual({ workflowId, stored: 'hello' });

@@ -3,6 +3,7 @@ import { mailbox } from './002_mailbox';
 import { questions } from './003_questions';
 import { trajectories } from './004_trajectories';
 import { judgements } from './005_judgements';
+import { stepMetrics } from './006_step_metrics';
 
 export interface Migration {
   version: number;
@@ -11,4 +12,11 @@ export interface Migration {
 }
 
 /** Applied in order; a migration is never edited once it has landed — add a new one. */
-export const MIGRATIONS: Migration[] = [stackChecks, mailbox, questions, trajectories, judgements];
+export const MIGRATIONS: Migration[] = [
+  stackChecks,
+  mailbox,
+  questions,
+  trajectories,
+  judgements,
+  stepMetrics,
+];

@@ -1,0 +1,123 @@
+import { continueAsNew, defineQuery, proxyActivities, setHandler } from '@temporalio/workflow';
+import type { PolicyStageActivities } from '../activities/policyStage';
+import type { AgentSettings } from '../env/emailAgent';
+import type { TrainHyperparameters } from '../modelServer/schemas';
+import type { RewardWeights } from '../reward/deterministic';
+import { TASK_QUEUES } from '../taskQueues';
+
+const cpu = proxyActivities<PolicyStageActivities>({
+  taskQueue: TASK_QUEUES.cpu,
+  startToCloseTimeout: '5 minutes',
+  retry: { maximumAttempts: 5 },
+});
+const rollout = proxyActivities<PolicyStageActivities>({
+  taskQueue: TASK_QUEUES.rollout,
+  startToCloseTimeout: '1 hour', // a group of episodes on a CPU model server is slow
+  heartbeatTimeout: '10 minutes', // one episode finishing per heartbeat
+  retry: { maximumAttempts: 5 },
+});
+const gpu = proxyActivities<PolicyStageActivities>({
+  taskQueue: TASK_QUEUES.gpu,
+  startToCloseTimeout: '4 hours',
+  heartbeatTimeout: '2 minutes', // the activity polls the server's progress every 5 s
+  retry: { maximumAttempts: 10 },
+});
+
+export interface PolicyStageInput {
+  runId: string;
+  seed: number;
+  adapter: string;
+  steps: number;
+  startStep: number;
+  tasksPerStep: number;
+  groupSize: number;
+  agent: AgentSettings;
+  weights: RewardWeights;
+  hyperparameters: Partial<TrainHyperparameters>;
+  lora: { rank: number; alpha: number };
+  divideByStd: boolean;
+  dynamicSampling: { enabled: boolean; minStd: number };
+  continueAsNewEverySteps: number;
+}
+
+export interface PolicyStageStatus {
+  step: number;
+  totalSteps: number;
+  phase: 'sampling' | 'rollout' | 'advantages' | 'training' | 'done';
+  latest: Record<string, number> | null;
+}
+
+export const policyStageStatus = defineQuery<PolicyStageStatus>('status');
+
+/**
+ * The GRPO loop of the policy stage: sample tasks → roll out a group per task → advantages → train →
+ * record. Only ids and small numbers pass through history; it continues as new every N steps.
+ */
+export async function policyStage(input: PolicyStageInput): Promise<PolicyStageStatus> {
+  const status: PolicyStageStatus = {
+    step: input.startStep - 1,
+    totalSteps: input.steps,
+    phase: 'sampling',
+    latest: null,
+  };
+  setHandler(policyStageStatus, () => status);
+  const stage = 'policy';
+  for (let step = input.startStep; step <= input.steps; step++) {
+    const key = { runId: input.runId, stage, step };
+    const started = Date.now();
+    status.phase = 'sampling';
+    const tasks = await cpu.sampleTasks({ ...key, seed: input.seed, count: input.tasksPerStep, offset: 0 });
+    status.phase = 'rollout';
+    const groups = await Promise.all(
+      tasks.map((taskId) =>
+        rollout.rolloutGroup({
+          ...key,
+          seed: input.seed,
+          taskId,
+          groupSize: input.groupSize,
+          agent: input.agent,
+          weights: input.weights,
+        }),
+      ),
+    );
+    const rolledOut = Date.now();
+    status.phase = 'advantages';
+    const selection = await cpu.computeAdvantages({
+      groups,
+      wanted: input.tasksPerStep,
+      divideByStd: input.divideByStd,
+      dynamicSampling: input.dynamicSampling,
+    });
+    status.phase = 'training';
+    const trained = await gpu.trainStep({
+      adapter: input.adapter,
+      step,
+      advantages: selection.advantages,
+      hyperparameters: input.hyperparameters,
+      lora: input.lora,
+    });
+    const rewards = groups.flatMap((g) => g.rewards_G);
+    const mean = rewards.reduce((a, b) => a + b, 0) / rewards.length;
+    const metrics = {
+      'reward/mean': mean,
+      'reward/std': Math.sqrt(rewards.reduce((a, r) => a + (r - mean) ** 2, 0) / rewards.length),
+      'groups/kept': selection.kept.length,
+      'groups/dropped': selection.dropped.length,
+      'optim/loss': trained.loss,
+      'optim/kl_ref': trained.kl_ref,
+      'optim/clip_fraction': trained.clip_fraction,
+      'optim/lr': trained.learning_rate,
+      'optim/tokens': trained.tokens,
+      'time/rollout_s': (rolledOut - started) / 1000,
+      'time/step_s': (Date.now() - started) / 1000,
+    };
+    await cpu.recordStepMetrics({ ...key, metrics });
+    status.step = step;
+    status.latest = metrics;
+    if (step % input.continueAsNewEverySteps === 0 && step < input.steps) {
+      await continueAsNew<typeof policyStage>({ ...input, startStep: step + 1 });
+    }
+  }
+  status.phase = 'done';
+  return status;
+}
