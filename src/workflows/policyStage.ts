@@ -1,4 +1,13 @@
-import { continueAsNew, defineQuery, proxyActivities, setHandler } from '@temporalio/workflow';
+import {
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  defineUpdate,
+  proxyActivities,
+  setHandler,
+} from '@temporalio/workflow';
 import type { PolicyStageActivities } from '../activities/policyStage';
 import type { AgentSettings } from '../env/emailAgent';
 import type { TrainHyperparameters } from '../modelServer/schemas';
@@ -38,16 +47,40 @@ export interface PolicyStageInput {
   divideByStd: boolean;
   dynamicSampling: { enabled: boolean; minStd: number };
   continueAsNewEverySteps: number;
+  startPaused?: boolean;
 }
 
 export interface PolicyStageStatus {
   step: number;
   totalSteps: number;
-  phase: 'sampling' | 'rollout' | 'advantages' | 'training' | 'done';
+  phase: 'sampling' | 'rollout' | 'advantages' | 'training' | 'paused' | 'cancelled' | 'done';
+  paused: boolean;
+  hyperparameters: Partial<TrainHyperparameters>;
   latest: Record<string, number> | null;
 }
 
 export const policyStageStatus = defineQuery<PolicyStageStatus>('status');
+export const pauseSignal = defineSignal('pause');
+export const resumeSignal = defineSignal('resume');
+/** Graceful: the step in flight finishes and is checkpointed; no new step starts. */
+export const cancelSignal = defineSignal('cancel');
+/** Validated before it is accepted; returns the settings the next step will use. */
+export const setHyperparametersUpdate = defineUpdate<
+  Partial<TrainHyperparameters>,
+  [Partial<TrainHyperparameters>]
+>('setHyperparameters');
+
+function validateHyperparameters(h: Partial<TrainHyperparameters>) {
+  const bad = Object.entries(h).filter(([key, value]) => {
+    if (key === 'loss_aggregation') return value !== 'token-mean' && value !== 'dr-grpo';
+    if (!['learning_rate', 'clip_low', 'clip_high', 'kl_coef', 'max_grad_norm', 'micro_batch'].includes(key))
+      return true;
+    return (
+      typeof value !== 'number' || !Number.isFinite(value) || value < 0 || (key !== 'kl_coef' && value === 0)
+    );
+  });
+  if (bad.length > 0) throw new Error(`setHyperparameters: invalid ${bad.map(([k]) => k).join(', ')}`);
+}
 
 /**
  * The GRPO loop of the policy stage: sample tasks → roll out a group per task → advantages → train →
@@ -58,11 +91,32 @@ export async function policyStage(input: PolicyStageInput): Promise<PolicyStageS
     step: input.startStep - 1,
     totalSteps: input.steps,
     phase: 'sampling',
+    paused: input.startPaused ?? false,
+    hyperparameters: input.hyperparameters,
     latest: null,
   };
+  let cancelled = false;
   setHandler(policyStageStatus, () => status);
+  setHandler(pauseSignal, () => void (status.paused = true));
+  setHandler(resumeSignal, () => void (status.paused = false));
+  setHandler(cancelSignal, () => void (cancelled = true));
+  setHandler(
+    setHyperparametersUpdate,
+    (h) => (status.hyperparameters = { ...status.hyperparameters, ...h }),
+    {
+      validator: validateHyperparameters,
+    },
+  );
   const stage = 'policy';
   for (let step = input.startStep; step <= input.steps; step++) {
+    if (status.paused) {
+      status.phase = 'paused';
+      await condition(() => !status.paused || cancelled);
+    }
+    if (cancelled) {
+      status.phase = 'cancelled';
+      return status;
+    }
     const key = { runId: input.runId, stage, step };
     const started = Date.now();
     status.phase = 'sampling';
@@ -93,7 +147,7 @@ export async function policyStage(input: PolicyStageInput): Promise<PolicyStageS
       adapter: input.adapter,
       step,
       advantages: selection.advantages,
-      hyperparameters: input.hyperparameters,
+      hyperparameters: status.hyperparameters, // a setHyperparameters update applies from the next step
       lora: input.lora,
     });
     const rewards = groups.flatMap((g) => g.rewards_G);
@@ -114,8 +168,15 @@ export async function policyStage(input: PolicyStageInput): Promise<PolicyStageS
     await cpu.recordStepMetrics({ ...key, metrics });
     status.step = step;
     status.latest = metrics;
-    if (step % input.continueAsNewEverySteps === 0 && step < input.steps) {
-      await continueAsNew<typeof policyStage>({ ...input, startStep: step + 1 });
+    if (step % input.continueAsNewEverySteps === 0 && step < input.steps && !cancelled) {
+      await condition(allHandlersFinished);
+      // Pause and hyperparameters carry over; the rest of the state is in PostgreSQL and the checkpoints.
+      await continueAsNew<typeof policyStage>({
+        ...input,
+        startStep: step + 1,
+        hyperparameters: status.hyperparameters,
+        startPaused: status.paused,
+      });
     }
   }
   status.phase = 'done';

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import type { Config } from '../../src/config';
 import { createPool } from '../../src/db/pool';
 import { rewardWeightsSchema } from '../../src/reward/deterministic';
@@ -9,7 +9,13 @@ import { stopModelServer } from '../../src/stack/modelServer';
 import { TASK_QUEUES } from '../../src/taskQueues';
 import { createWorkers, runWorkersUntil } from '../../src/workers/start';
 import { policyStage, type PolicyStageInput } from '../../src/workflows/policyStage';
-import { policyStageStatus } from '../../src/workflows/policyStage';
+import {
+  cancelSignal,
+  pauseSignal,
+  policyStageStatus,
+  resumeSignal,
+  setHyperparametersUpdate,
+} from '../../src/workflows/policyStage';
 import { cli, stackConfig, startTinyModelServer, tempDataDir, TEST_STACK_ENV } from './testStack';
 
 jest.setTimeout(600_000);
@@ -27,6 +33,115 @@ beforeAll(async () => {
 afterAll(async () => {
   await stopModelServer(stackConfig({ ...TEST_STACK_ENV, EVALRL_DATA_DIR: dir }));
   fs.rmSync(dir, { recursive: true, force: true });
+});
+
+const baseInput = (runId: string, adapter: string, steps: number): PolicyStageInput => ({
+  runId,
+  seed: 3,
+  adapter,
+  steps,
+  startStep: 1,
+  tasksPerStep: 2,
+  groupSize: 2,
+  // The adapter does not exist before step 1 trains it: episodes sample from the base model.
+  agent: {
+    model: 'base',
+    maxTurns: 2,
+    contextTokens: 2048,
+    maxTokensPerTurn: 24,
+    temperature: 1,
+    topP: 1,
+    timeoutMs: 120_000,
+    demonstration: true,
+  },
+  weights: rewardWeightsSchema.parse({}),
+  hyperparameters: { learning_rate: 1e-3, micro_batch: 4 },
+  lora: { rank: 4, alpha: 8 },
+  divideByStd: true,
+  dynamicSampling: { enabled: false, minStd: 0.01 },
+  continueAsNewEverySteps: 1,
+});
+
+async function withStage<T>(
+  use: (client: Client, pool: ReturnType<typeof createPool>) => Promise<T>,
+): Promise<T> {
+  const pool = createPool(config);
+  const workers = await createWorkers(config, pool, ['workflows', 'cpu', 'rollout', 'gpu']);
+  const connection = await Connection.connect({ address: config.temporal.address });
+  try {
+    return await runWorkersUntil(
+      workers,
+      use(new Client({ connection, namespace: config.temporal.namespace }), pool),
+    );
+  } finally {
+    await connection.close();
+    await pool.end();
+  }
+}
+
+async function waitFor(check: () => Promise<boolean>, ms = 120_000) {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+const checkpointSteps = (adapter: string) => fs.readdirSync(path.join(dir, 'checkpoints', adapter)).sort();
+
+it('pause stops new steps, setHyperparameters applies from the next step, resume continues', async () => {
+  await withStage(async (client, pool) => {
+    const runId = `policy-stage-pause-${Date.now()}`;
+    const handle = await client.workflow.start(policyStage, {
+      taskQueue: TASK_QUEUES.workflows,
+      workflowId: runId,
+      args: [baseInput(runId, 'paused', 3)],
+    });
+    await waitFor(async () => (await handle.query(policyStageStatus)).step >= 1);
+    await handle.signal(pauseSignal);
+    await waitFor(async () => (await handle.query(policyStageStatus)).phase === 'paused');
+    const pausedAt = (await handle.query(policyStageStatus)).step;
+    await new Promise((r) => setTimeout(r, 4000));
+    expect(await handle.query(policyStageStatus)).toMatchObject({
+      step: pausedAt,
+      phase: 'paused',
+      paused: true,
+    });
+    await expect(
+      handle.executeUpdate(setHyperparametersUpdate, { args: [{ learning_rate: -1 }] }),
+    ).rejects.toMatchObject({ cause: { message: expect.stringMatching(/invalid learning_rate/) } });
+    const updated = await handle.executeUpdate(setHyperparametersUpdate, { args: [{ learning_rate: 2e-3 }] });
+    expect(updated).toEqual({ learning_rate: 2e-3, micro_batch: 4 });
+    await handle.signal(resumeSignal);
+    expect(await handle.result()).toMatchObject({ step: 3, phase: 'done' });
+    const { rows } = await pool.query(
+      'SELECT step, metrics FROM step_metrics WHERE run_id = $1 ORDER BY step',
+      [runId],
+    );
+    expect(rows.map((r) => [r.step, r.metrics['optim/lr']])).toEqual(
+      rows.map((r) => [r.step, r.step <= pausedAt ? 1e-3 : 2e-3]),
+    );
+    expect(checkpointSteps('paused')).toEqual(['step-0', 'step-1', 'step-2', 'step-3']);
+  });
+});
+
+it('cancel ends the stage after the step in flight is checkpointed', async () => {
+  await withStage(async (client) => {
+    const runId = `policy-stage-cancel-${Date.now()}`;
+    const handle = await client.workflow.start(policyStage, {
+      taskQueue: TASK_QUEUES.workflows,
+      workflowId: runId,
+      args: [baseInput(runId, 'cancelled', 6)],
+    });
+    await waitFor(async () => (await handle.query(policyStageStatus)).step >= 1);
+    await handle.signal(cancelSignal);
+    const result = await handle.result();
+    expect(result.phase).toBe('cancelled');
+    expect(result.step).toBeLessThan(6);
+    expect(checkpointSteps('cancelled')).toEqual(
+      Array.from({ length: result.step + 1 }, (_, i) => `step-${i}`),
+    );
+  });
 });
 
 it('runs GRPO steps of the policy stage on Temporal: every step trained once, trajectories stored once', async () => {
@@ -69,10 +184,12 @@ it('runs GRPO steps of the policy stage on Temporal: every step trained once, tr
     });
     const result = await handle.result();
     expect(await handle.query(policyStageStatus)).toMatchObject({ step: 2, phase: 'done' });
-    return result;
+    return { result, history: await handle.fetchHistory() };
   };
-  const result = await runWorkersUntil(workers, run());
+  const { result, history } = await runWorkersUntil(workers, run());
   await connection.close();
+  // Replay the recorded history against the current workflow code: any non-determinism throws.
+  await Worker.runReplayHistory({ workflowsPath: require.resolve('../../src/workflows') }, history, runId);
   expect(result).toMatchObject({ step: 2, totalSteps: 2, phase: 'done' });
 
   const steps = fs.readdirSync(path.join(dir, 'checkpoints', 'policy')).sort();
