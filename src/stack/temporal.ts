@@ -84,18 +84,18 @@ export async function ensureNamespace(config: Config): Promise<void> {
     // A new namespace takes a moment to reach the frontend's cache.
     await waitUntil(`namespace ${namespace}`, () => temporalHealthy(config), 30_000);
     const types = {
-      Keyword: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
-      Int: IndexedValueType.INDEXED_VALUE_TYPE_INT,
+      KEYWORD: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+      INT: IndexedValueType.INDEXED_VALUE_TYPE_INT,
     } as const;
     const existing = await connection.operatorService.listSearchAttributes({ namespace });
-    const missing = Object.entries(SEARCH_ATTRIBUTES).filter(
-      ([name]) => !(name in existing.customAttributes),
-    );
+    const missing = SEARCH_ATTRIBUTES.filter((key) => !(key.name in existing.customAttributes));
     if (missing.length > 0) {
       await ignoreAlreadyExists(
         connection.operatorService.addSearchAttributes({
           namespace,
-          searchAttributes: Object.fromEntries(missing.map(([name, type]) => [name, types[type]])),
+          searchAttributes: Object.fromEntries(
+            missing.map((key) => [key.name, types[key.type as keyof typeof types]]),
+          ),
         }),
       );
     }

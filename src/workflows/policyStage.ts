@@ -7,11 +7,13 @@ import {
   defineUpdate,
   proxyActivities,
   setHandler,
+  upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { PolicyStageActivities } from '../activities/policyStage';
 import type { AgentSettings } from '../env/emailAgent';
 import type { TrainHyperparameters } from '../modelServer/schemas';
 import type { RewardWeights } from '../reward/deterministic';
+import { RUN_ID, STAGE, STATUS, STEP } from '../searchAttributes';
 import { TASK_QUEUES } from '../taskQueues';
 
 const cpu = proxyActivities<PolicyStageActivities>({
@@ -108,13 +110,25 @@ export async function policyStage(input: PolicyStageInput): Promise<PolicyStageS
     },
   );
   const stage = 'policy';
+  // What `evalrl run list` filters on: the run, the stage, its step and whether it runs, waits or ended.
+  const publish = (state: string) =>
+    upsertSearchAttributes([
+      { key: RUN_ID, value: input.runId },
+      { key: STAGE, value: stage },
+      { key: STEP, value: status.step },
+      { key: STATUS, value: state },
+    ]);
+  publish('running');
   for (let step = input.startStep; step <= input.steps; step++) {
     if (status.paused) {
       status.phase = 'paused';
+      publish('paused');
       await condition(() => !status.paused || cancelled);
+      publish('running');
     }
     if (cancelled) {
       status.phase = 'cancelled';
+      publish('cancelled');
       return status;
     }
     const key = { runId: input.runId, stage, step };
@@ -168,6 +182,7 @@ export async function policyStage(input: PolicyStageInput): Promise<PolicyStageS
     await cpu.recordStepMetrics({ ...key, metrics });
     status.step = step;
     status.latest = metrics;
+    publish('running');
     if (step % input.continueAsNewEverySteps === 0 && step < input.steps && !cancelled) {
       await condition(allHandlersFinished);
       // Pause and hyperparameters carry over; the rest of the state is in PostgreSQL and the checkpoints.
@@ -180,5 +195,6 @@ export async function policyStage(input: PolicyStageInput): Promise<PolicyStageS
     }
   }
   status.phase = 'done';
+  publish('done');
   return status;
 }

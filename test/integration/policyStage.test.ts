@@ -163,6 +163,16 @@ it('runs GRPO steps of the policy stage on Temporal: every step trained once, tr
     );
 
     expect(checkpointSteps('policy')).toEqual(['step-0', 'step-1', 'step-2']); // no gap, no duplicate
+    // Listed by its search attributes (visibility is eventually consistent: poll briefly).
+    const listed = async () => {
+      const found = [];
+      for await (const w of client.workflow.list({
+        query: `EvalrlRunId = '${runId}' AND EvalrlStatus = 'done' AND EvalrlStep = 2`,
+      }))
+        found.push(w);
+      return found.length > 0;
+    };
+    await waitFor(listed, 20_000);
     const metrics = await pool.query(
       'SELECT step, metrics FROM step_metrics WHERE run_id = $1 ORDER BY step',
       [runId],
