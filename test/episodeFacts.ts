@@ -1,14 +1,8 @@
-import type { EpisodeFacts } from '../src/env/trajectory';
+import { initialFacts, type EpisodeFacts } from '../src/env/trajectory';
 
-/** An episode's facts for tests: a clean answered episode unless told otherwise. */
+/** An episode's facts for tests: a clean answered one-turn episode unless told otherwise. */
 export const episodeFacts = (over: Partial<EpisodeFacts> = {}): EpisodeFacts => ({
-  answer: null,
-  sources: [],
-  searchedIds: [],
-  readIds: [],
-  malformedCalls: 0,
-  unknownTools: 0,
-  badArguments: 0,
+  ...initialFacts(),
   turns: 1,
   ending: 'answered',
   ...over,

@@ -3,7 +3,7 @@ import type pg from 'pg';
 import type { ChatMessage, ToolCall } from '../modelServer/schemas';
 import { EMAIL_TOOLS, runEmailTool } from './emailTools';
 import { recoverToolCalls } from './recoverToolCalls';
-import type { EpisodeFacts, Trajectory, Turn } from './trajectory';
+import { initialFacts, type Trajectory, type Turn } from './trajectory';
 
 export interface EpisodeQuestion {
   question: string;
@@ -96,17 +96,7 @@ export async function runEpisode(
     { role: 'user', content: q.question },
   ];
   const turns: Turn[] = [];
-  const facts: EpisodeFacts = {
-    answer: null,
-    sources: [],
-    searchedIds: [],
-    readIds: [],
-    malformedCalls: 0,
-    unknownTools: 0,
-    badArguments: 0,
-    turns: 0,
-    ending: 'max_turns',
-  };
+  const facts = initialFacts();
   let knownTokens = 0; // prompt + completion tokens of the last call, as the server counted them
   let unknownChars =
     messages.reduce((n, m) => n + (m.content?.length ?? 0), 0) + JSON.stringify(EMAIL_TOOLS).length;

@@ -33,3 +33,18 @@ export const trajectorySchema = z.object({
   wallMs: z.number(),
 });
 export type Trajectory = z.infer<typeof trajectorySchema>;
+
+/** The facts of an episode before its first turn (it ends at max_turns unless something else ends it). */
+export function initialFacts(): EpisodeFacts {
+  return {
+    answer: null,
+    sources: [],
+    searchedIds: [],
+    readIds: [],
+    malformedCalls: 0,
+    unknownTools: 0,
+    badArguments: 0,
+    turns: 0,
+    ending: 'max_turns',
+  };
+}

@@ -10,11 +10,11 @@ import threading
 from pathlib import Path
 
 import torch
-from peft import LoraConfig, PeftModel, get_peft_model
+from peft import PeftModel, get_peft_model
 
 from . import checkpoints
 from .base_model import BaseModel
-from .lora import LoraSettings
+from .lora import LoraSettings, lora_config
 
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 ADDRESS = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_-]{0,63})(?:@(?P<ref>latest|step-(?P<step>\d+)))?$")
@@ -69,11 +69,7 @@ class Adapters:
                 return
             digest = hashlib.sha256(f"{self.seed}:{name}".encode()).digest()
             torch.manual_seed(int.from_bytes(digest[:8], "little") % 2**63)
-            config = LoraConfig(
-                r=settings.rank, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
-                target_modules=settings.target_modules if isinstance(settings.target_modules, str) else list(settings.target_modules),
-                task_type="CAUSAL_LM",
-            )  # fmt: skip
+            config = lora_config(settings)
             if self.peft is None:
                 self.peft = get_peft_model(self.base.model, config, adapter_name=name)
             else:

@@ -12,13 +12,17 @@ class LoraSettings:
     target_modules: str | tuple[str, ...] = "all-linear"
 
 
-def with_lora(base_model, settings: LoraSettings = LoraSettings(), adapter: str = "default"):
-    """Freezes the base model and adds one trainable LoRA adapter on its linear layers."""
-    config = LoraConfig(
+def lora_config(settings: LoraSettings) -> LoraConfig:
+    targets = settings.target_modules
+    return LoraConfig(
         r=settings.rank,
         lora_alpha=settings.alpha,
         lora_dropout=settings.dropout,
-        target_modules=list(settings.target_modules) if isinstance(settings.target_modules, tuple) else settings.target_modules,
+        target_modules=targets if isinstance(targets, str) else list(targets),
         task_type="CAUSAL_LM",
     )
-    return get_peft_model(base_model, config, adapter_name=adapter)
+
+
+def with_lora(base_model, settings: LoraSettings = LoraSettings(), adapter: str = "default"):
+    """Freezes the base model and adds one trainable LoRA adapter on its linear layers."""
+    return get_peft_model(base_model, lora_config(settings), adapter_name=adapter)
