@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 EVALRL := node dist/src/cli/main.js
 
-.PHONY: setup build lint test test-unit test-trainer test-integration demo down bench-search bench-trainer bench-rollout
+.PHONY: setup build lint test test-unit test-trainer test-integration demo down bench-search bench-trainer bench-rollout bench-orchestration
 
 setup: node_modules/.evalrl-installed
 	@bash infra/python-env.sh
@@ -45,3 +45,6 @@ bench-trainer: setup
 
 bench-rollout: build
 	node dist/bench/rollout.js
+
+bench-orchestration: build
+	node dist/bench/orchestration.js

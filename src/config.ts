@@ -1,3 +1,4 @@
+import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 
@@ -36,6 +37,11 @@ const envSchema = z.object({
   EVALRL_TEACHER_URL: httpUrl.optional(),
   EVALRL_TEACHER_MODEL: z.string().min(1).optional(),
   EVALRL_TEACHER_API_KEY: z.string().min(1).optional(),
+  /** Names this machine's GPU task queue; one per host running a model server. */
+  EVALRL_GPU_HOST: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,100}$/, 'letters, digits, ., _ and -')
+    .optional(),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -55,6 +61,7 @@ export interface Config {
   postgres: { external: boolean; url: string; port: number };
   modelServer: { url: string; token?: string };
   teacher?: { url: string; model: string; apiKey?: string };
+  gpuHost: string;
 }
 
 const LOCAL_PG_USER = 'evalrl';
@@ -95,6 +102,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     teacher: e.EVALRL_TEACHER_URL
       ? { url: e.EVALRL_TEACHER_URL, model: e.EVALRL_TEACHER_MODEL!, apiKey: e.EVALRL_TEACHER_API_KEY }
       : undefined,
+    gpuHost: e.EVALRL_GPU_HOST ?? os.hostname().replace(/[^A-Za-z0-9._-]/g, '-'),
   };
 }
 

@@ -8,3 +8,8 @@ export function repoRoot(): string {
   }
   throw new Error(`cannot find the evalrl repository above ${__dirname}`);
 }
+
+export const paths = {
+  /** The Skill-RM skill packages shipped with evalrl. */
+  skills: () => path.join(repoRoot(), 'skills'),
+};

@@ -17,7 +17,12 @@ const stageSchema = z.strictObject({
   maxGradNorm: z.number().positive().default(1),
   microBatch: z.number().int().min(1).default(4),
   dynamicSampling: z
-    .strictObject({ enabled: z.boolean().default(true), minStd: z.number().min(0).default(0.01) })
+    .strictObject({
+      enabled: z.boolean().default(true),
+      minStd: z.number().min(0).default(0.01),
+      /** Rounds of fresh tasks when too many groups were dropped. */
+      maxTopUps: z.number().int().min(0).default(2),
+    })
     .prefault({}),
 });
 
@@ -42,9 +47,20 @@ export const runSpecSchema = z.strictObject({
       maxTurns: z.number().int().min(1).default(6),
       maxTokensPerTurn: z.number().int().min(16).default(256),
       contextTokens: z.number().int().min(256).default(8192),
+      /** A worked example before the question (small models follow a shown format far better). */
+      demonstration: z.boolean().default(true),
+      timeoutSeconds: z.number().positive().default(600),
     })
     .prefault({}),
   stages: z.strictObject({ rewardModel: stageSchema, policy: stageSchema }),
+  /** The reward-model stage's data: base-policy episodes on train questions (and test ones for evaluation), labelled. */
+  rewardModelData: z
+    .strictObject({
+      trainQuestions: z.number().int().min(1).default(16),
+      testQuestions: z.number().int().min(1).default(8),
+      episodesPerQuestion: z.number().int().min(1).default(2),
+    })
+    .prefault({}),
   rewardWeights: rewardWeightsSchema.prefault({}),
   judge: z
     .strictObject({
@@ -64,6 +80,13 @@ export const runSpecSchema = z.strictObject({
     .prefault({}),
   checkpoints: z.strictObject({ keepLast: z.number().int().min(0).default(0) }).prefault({}),
   continueAsNewEverySteps: z.number().int().min(1).default(10),
+  /** Retry budget and liveness of every activity; a stage that exhausts it waits in `blocked`. */
+  activities: z
+    .strictObject({
+      maximumAttempts: z.number().int().min(1).default(5),
+      heartbeatTimeoutSeconds: z.number().int().min(5).default(120),
+    })
+    .prefault({}),
 });
 export type RunSpec = z.infer<typeof runSpecSchema>;
 

@@ -1,9 +1,9 @@
+import { Runtime } from '@temporalio/worker';
 import type { Command } from 'commander';
 import { loadConfig } from '../config';
 import { createPool } from '../db/pool';
-import { createWorkers, type WorkerQueue } from '../workers/start';
-
-const QUEUES: WorkerQueue[] = ['workflows', 'cpu', 'rollout', 'gpu'];
+import { workerLogger } from '../workers/logger';
+import { createWorkers, WORKER_QUEUES as QUEUES, type WorkerQueue } from '../workers/start';
 
 export function registerWorkerCommand(program: Command) {
   program
@@ -12,10 +12,11 @@ export function registerWorkerCommand(program: Command) {
     .option('--queues <names>', 'comma-separated queue names', QUEUES.join(','))
     .action(async (opts: { queues: string }) => {
       const queues = opts.queues.split(',').map((q) => q.trim());
-      const unknown = queues.filter((q) => !QUEUES.includes(q as WorkerQueue));
+      const unknown = queues.filter((q) => !(QUEUES as readonly string[]).includes(q));
       if (unknown.length)
         throw new Error(`--queues: unknown queue ${unknown.join(', ')}; known: ${QUEUES.join(', ')}`);
       const config = loadConfig();
+      Runtime.install({ logger: workerLogger() });
       const pool = createPool(config);
       const workers = await createWorkers(config, pool, queues as WorkerQueue[]);
       console.log(`evalrl worker: serving ${queues.join(', ')} on ${config.temporal.address}`);

@@ -1,9 +1,14 @@
 import pg from 'pg';
 import type { Config } from '../config';
 
-/** One pool per process; activities share it. */
+/**
+ * One pool per process; activities share it. An idle connection that PostgreSQL drops (a restart) is
+ * reported, not fatal: the pool opens a new one for the next query.
+ */
 export function createPool(config: Config, max = 10): pg.Pool {
-  return new pg.Pool({ connectionString: config.postgres.url, max });
+  const pool = new pg.Pool({ connectionString: config.postgres.url, max });
+  pool.on('error', (err) => console.error(`evalrl: PostgreSQL dropped an idle connection: ${err.message}`));
+  return pool;
 }
 
 /** Runs `work` in a transaction: committed if it returns, rolled back if it throws. */

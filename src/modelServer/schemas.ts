@@ -74,7 +74,8 @@ export interface TrainStepRequest {
   step: number;
   sequences: TrainSequence[];
   hyperparameters: Partial<TrainHyperparameters>;
-  lora?: { rank: number; alpha: number };
+  /** `init_seed` seeds a new adapter's weights (default: its name), so runs with one seed start alike. */
+  lora?: { rank: number; alpha: number; init_seed?: string };
 }
 
 export const trainStepResultSchema = z.object({
@@ -89,6 +90,9 @@ export const trainStepResultSchema = z.object({
   tokens: z.number(),
   seconds: z.number(),
   learning_rate: z.number(),
+  /** The step's adapter folder on the server's host, and the SHA-256 of its weights. */
+  checkpoint: z.string(),
+  sha256: z.string(),
   cached: z.boolean(),
 });
 export type TrainStepResult = z.infer<typeof trainStepResultSchema>;

@@ -2,31 +2,41 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import type pg from 'pg';
 import type { Config } from '../config';
 import { createActivities } from '../activities';
+import { gpuHostQueue } from '../activities/training';
 import { TASK_QUEUES } from '../taskQueues';
 
-export type WorkerQueue = 'workflows' | 'cpu' | 'rollout' | 'gpu';
+export const WORKER_QUEUES = ['workflows', 'cpu', 'rollout', 'judge', 'gpu'] as const;
+export type WorkerQueue = (typeof WORKER_QUEUES)[number];
 
-/** Creates the workers for the given queues on one connection; run them with `Promise.all(w.map(x => x.run()))`. */
-export async function createWorkers(config: Config, pool: pg.Pool, queues: WorkerQueue[]): Promise<Worker[]> {
+/**
+ * Creates the workers for the given queues on one connection. A GPU worker polls the shared GPU queue
+ * (which only answers "which host?") and its own host's queue, where train and publish run.
+ */
+export async function createWorkers(
+  config: Config,
+  pool: pg.Pool,
+  queues: readonly WorkerQueue[],
+): Promise<Worker[]> {
   const connection = await NativeConnection.connect({ address: config.temporal.address });
   const activities = createActivities(pool, config);
-  const namespace = config.temporal.namespace;
+  const base = { connection, namespace: config.temporal.namespace };
   return Promise.all(
-    queues.map((queue) =>
-      queue === 'workflows'
-        ? Worker.create({
-            connection,
-            namespace,
+    queues.flatMap((queue) => {
+      if (queue === 'workflows')
+        return [
+          Worker.create({
+            ...base,
             taskQueue: TASK_QUEUES.workflows,
             workflowsPath: require.resolve('../workflows'),
-          })
-        : Worker.create({
-            connection,
-            namespace,
-            taskQueue: TASK_QUEUES[queue],
-            activities: activities[queue],
           }),
-    ),
+        ];
+      const worker = Worker.create({ ...base, taskQueue: TASK_QUEUES[queue], activities: activities[queue] });
+      if (queue !== 'gpu') return [worker];
+      return [
+        worker,
+        Worker.create({ ...base, taskQueue: gpuHostQueue(config.gpuHost), activities: activities.gpuHost }),
+      ];
+    }),
   );
 }
 

@@ -1,2 +1,3 @@
-export { policyStage } from './policyStage';
+export { grpoStage } from './grpoStage';
 export { stackCheck } from './stackCheck';
+export { trainingRun } from './trainingRun';

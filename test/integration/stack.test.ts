@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { Client, Connection } from '@temporalio/client';
-import { Runtime, DefaultLogger } from '@temporalio/worker';
+import { Runtime } from '@temporalio/worker';
+import { workerLogger } from '../../src/workers/logger';
 import { MIGRATIONS } from '../../src/db/migrations';
 import { createPool } from '../../src/db/pool';
 import { TASK_QUEUES } from '../../src/taskQueues';
@@ -9,7 +10,7 @@ import { stackCheck } from '../../src/workflows';
 import { cli, stackConfig, tempDataDir, TEST_STACK_ENV } from './testStack';
 
 jest.setTimeout(240_000);
-Runtime.install({ logger: new DefaultLogger('WARN') });
+Runtime.install({ logger: workerLogger() });
 
 // A stack of its own (own folder and ports), brought up from nothing and restarted inside the test.
 const env = {

@@ -43,7 +43,10 @@ export function tempDataDir(prefix: string): string {
   return dir;
 }
 
-/** Starts a real model server on a tiny random model of SmolLM2's shape (built on the fly), deterministic mode. */
+/**
+ * Starts a real model server on a tiny random model of SmolLM2's shape (built on the fly, once per folder),
+ * deterministic mode. Started again on the same folder, it resumes its adapters from their checkpoints.
+ */
 export async function startTinyModelServer(dir: string, port: number) {
   const env = {
     ...TEST_STACK_ENV,
@@ -52,10 +55,11 @@ export async function startTinyModelServer(dir: string, port: number) {
   };
   const config = stackConfig(env);
   const tiny = path.join(dir, 'tiny-model');
-  execFileSync(path.join(config.venv, 'bin', 'python'), ['-m', 'evalrl_trainer.tiny_model', tiny], {
-    cwd: path.join(root, 'trainer'),
-    stdio: 'ignore',
-  });
+  if (!fs.existsSync(tiny))
+    execFileSync(path.join(config.venv, 'bin', 'python'), ['-m', 'evalrl_trainer.tiny_model', tiny], {
+      cwd: path.join(root, 'trainer'),
+      stdio: 'ignore',
+    });
   await startModelServer(config, {
     model: tiny,
     checkpoints: path.join(dir, 'checkpoints'),

@@ -61,13 +61,13 @@ class Adapters:
 
     # --- trainable adapters -----------------------------------------------------------------------------
     def create(self, name: str, settings: LoraSettings) -> None:
-        """A new trainable adapter, initialised from a seed derived from its name, checkpointed as step 0."""
+        """A new trainable adapter, initialised from its init seed (default: its name), checkpointed as step 0."""
         if not NAME.match(name):
             raise AdapterError(f"adapter: '{name}' is not a valid name (letters, digits, _ and -)")
         with self.lock:
             if name in self.trained:
                 return
-            digest = hashlib.sha256(f"{self.seed}:{name}".encode()).digest()
+            digest = hashlib.sha256(f"{self.seed}:{settings.init_seed or name}".encode()).digest()
             torch.manual_seed(int.from_bytes(digest[:8], "little") % 2**63)
             config = lora_config(settings)
             if self.peft is None:

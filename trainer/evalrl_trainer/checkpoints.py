@@ -1,4 +1,5 @@
 """Atomic checkpoints: `step-N.tmp` is written in full, then renamed to `step-N` (a rename is atomic)."""
+import hashlib
 import json
 import os
 import re
@@ -52,6 +53,15 @@ def adapter_weights_path(root: Path, adapter: str, step: int) -> Path:
     """save_pretrained puts a non-default adapter in a subfolder named after it."""
     base = step_dir(root, adapter, step) / "adapter"
     return base / adapter if (base / adapter).is_dir() else base
+
+
+def describe(root: Path, adapter: str, step: int) -> dict:
+    """Where a step's adapter lies and the SHA-256 of its weights: what a publisher records."""
+    weights = adapter_weights_path(root, adapter, step)
+    digest = hashlib.sha256()
+    for f in sorted(weights.glob("*.safetensors")):
+        digest.update(f.read_bytes())
+    return {"checkpoint": str(weights.resolve()), "sha256": digest.hexdigest()}
 
 
 def prune(root: Path, adapter: str, keep_last: int):

@@ -10,6 +10,7 @@ class LoraSettings:
     alpha: int = 32
     dropout: float = 0.0
     target_modules: str | tuple[str, ...] = "all-linear"
+    init_seed: str | None = None  # what a new adapter's initial weights derive from (default: its name)
 
 
 def lora_config(settings: LoraSettings) -> LoraConfig:

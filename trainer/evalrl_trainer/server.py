@@ -88,6 +88,7 @@ class Hyperparameters(BaseModel):
 class Lora(BaseModel):
     rank: int = Field(16, ge=1, le=512)
     alpha: int = Field(32, ge=1)
+    init_seed: str | None = Field(None, max_length=200)  # seeds a new adapter's weights instead of its name
 
 
 class TrainStepRequest(BaseModel):
@@ -221,7 +222,7 @@ def create_app(adapters: Adapters, sampler: Sampler, trainer: Trainer, token: st
         )  # fmt: skip
         batch = batch_from_sequences([s.model_dump() for s in req.sequences])
         try:
-            return trainer.step(req.adapter, req.step, batch, cfg, LoraSettings(rank=req.lora.rank, alpha=req.lora.alpha))
+            return trainer.step(req.adapter, req.step, batch, cfg, LoraSettings(rank=req.lora.rank, alpha=req.lora.alpha, init_seed=req.lora.init_seed))
         except StepConflict as err:
             return error(409, str(err))
         except Cancelled as err:

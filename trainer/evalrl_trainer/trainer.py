@@ -39,7 +39,7 @@ class Trainer:
         """Trains step `step` of `adapter` once. Asked again for a checkpointed step: the stored metrics."""
         done = checkpoints.read_metrics(self.adapters.root, adapter, step)
         if done is not None and step > 0:
-            return {**done, "cached": True}
+            return {**done, **checkpoints.describe(self.adapters.root, adapter, step), "cached": True}
         if adapter not in self.adapters.trained:
             if step != 1:
                 raise AdapterError(f"adapter: unknown adapter '{adapter}' (a new adapter starts at step 1)")
@@ -76,7 +76,7 @@ class Trainer:
                 self.adapters.trained[adapter] = step
                 if self.keep:
                     checkpoints.prune(self.adapters.root, adapter, self.keep)
-            return {**metrics, "cached": False}
+            return {**metrics, **checkpoints.describe(self.adapters.root, adapter, step), "cached": False}
         finally:
             self.running.pop(adapter, None)
 

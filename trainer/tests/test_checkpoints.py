@@ -125,3 +125,15 @@ def test_a_cancelled_step_saves_nothing_and_can_be_run_again(tiny_model_folder, 
         if "lora_" in n:
             assert torch.equal(p, before[n])
     assert trainer.step("policy", 2, make_batch(2), CFG, LORA)["cached"] is False
+
+
+def test_init_seed_makes_differently_named_adapters_start_and_train_alike(tiny_model_folder, tmp_path):
+    seeded = LoraSettings(rank=4, alpha=8, init_seed="7:policy")
+    trainer = fresh_trainer(tiny_model_folder, tmp_path)
+    a = trainer.step("run-a", 1, make_batch(1), CFG, seeded)
+    b = trainer.step("run-b", 1, make_batch(1), CFG, seeded)
+    c = trainer.step("run-c", 1, make_batch(1), CFG, LORA)  # no init seed: its name seeds it
+    assert a["sha256"] == b["sha256"] != c["sha256"]
+    assert a["checkpoint"].endswith("run-a/step-1/adapter/run-a")
+    cached = trainer.step("run-a", 1, make_batch(1), CFG, seeded)
+    assert cached["cached"] is True and cached["sha256"] == a["sha256"]

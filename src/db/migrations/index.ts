@@ -4,6 +4,7 @@ import { questions } from './003_questions';
 import { trajectories } from './004_trajectories';
 import { judgements } from './005_judgements';
 import { stepMetrics } from './006_step_metrics';
+import { runs } from './007_runs';
 
 export interface Migration {
   version: number;
@@ -19,4 +20,5 @@ export const MIGRATIONS: Migration[] = [
   trajectories,
   judgements,
   stepMetrics,
+  runs,
 ];

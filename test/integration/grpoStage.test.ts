@@ -1,27 +1,29 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { Runtime, Worker } from '@temporalio/worker';
+import { workerLogger } from '../../src/workers/logger';
 import type { Config } from '../../src/config';
 import { createPool } from '../../src/db/pool';
 import { rewardWeightsSchema } from '../../src/reward/deterministic';
 import { stopModelServer } from '../../src/stack/modelServer';
 import { TASK_QUEUES } from '../../src/taskQueues';
 import { createWorkers, runWorkersUntil } from '../../src/workers/start';
-import { policyStage, type PolicyStageInput } from '../../src/workflows/policyStage';
+import type { GrpoStageInput } from '../../src/grpo/stage';
+import { grpoStage } from '../../src/workflows/grpoStage';
 import {
   cancelSignal,
   pauseSignal,
-  policyStageStatus,
   resumeSignal,
   setHyperparametersUpdate,
-} from '../../src/workflows/policyStage';
+  stageStatusQuery,
+} from '../../src/workflows/messages';
 import { cli, stackConfig, startTinyModelServer, tempDataDir, TEST_STACK_ENV } from './testStack';
 
 jest.setTimeout(600_000);
-Runtime.install({ logger: new DefaultLogger('WARN') });
+Runtime.install({ logger: workerLogger() });
 
-const dir = tempDataDir('evalrl-policy-stage-');
+const dir = tempDataDir('evalrl-grpo-stage-');
 let config: Config;
 
 beforeAll(async () => {
@@ -35,30 +37,46 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-const baseInput = (runId: string, adapter: string, steps: number): PolicyStageInput => ({
+const agent = {
+  maxTurns: 2,
+  contextTokens: 2048,
+  maxTokensPerTurn: 24,
+  temperature: 1,
+  topP: 1,
+  timeoutMs: 120_000,
+  demonstration: true,
+};
+const judgeSettings = {
+  mode: 'skill' as const,
+  maxTurns: 2,
+  maxTokensPerTurn: 24,
+  temperature: 1,
+  retries: 0,
+  timeoutMs: 120_000,
+};
+
+/** The policy stage on its own, scored by the deterministic layer (judge weight 0; the run tests cover the judge). */
+const baseInput = (runId: string, adapter: string, steps: number): GrpoStageInput => ({
   runId,
+  stage: 'policy',
   seed: 3,
   adapter,
   steps,
   startStep: 1,
   tasksPerStep: 2,
   groupSize: 2,
-  // The adapter does not exist before step 1 trains it: episodes sample from the base model.
-  agent: {
-    model: 'base',
-    maxTurns: 2,
-    contextTokens: 2048,
-    maxTokensPerTurn: 24,
-    temperature: 1,
-    topP: 1,
-    timeoutMs: 120_000,
-    demonstration: true,
+  env: {
+    kind: 'policy',
+    agent,
+    weights: rewardWeightsSchema.parse({}),
+    judge: { model: 'base', weight: 0, settings: judgeSettings },
   },
-  weights: rewardWeightsSchema.parse({}),
   hyperparameters: { learning_rate: 1e-3, micro_batch: 4 },
   lora: { rank: 4, alpha: 8 },
   divideByStd: true,
-  dynamicSampling: { enabled: false, minStd: 0.01 },
+  dynamicSampling: { enabled: false, minStd: 0.01, maxTopUps: 0 },
+  evaluation: { everySteps: 100, split: 'test', questions: 2 },
+  activities: { maximumAttempts: 3, heartbeatTimeoutSeconds: 30 },
   continueAsNewEverySteps: 1,
 });
 
@@ -66,7 +84,7 @@ async function withStage<T>(
   use: (client: Client, pool: ReturnType<typeof createPool>) => Promise<T>,
 ): Promise<T> {
   const pool = createPool(config);
-  const workers = await createWorkers(config, pool, ['workflows', 'cpu', 'rollout', 'gpu']);
+  const workers = await createWorkers(config, pool, ['workflows', 'cpu', 'rollout', 'judge', 'gpu']);
   const connection = await Connection.connect({ address: config.temporal.address });
   try {
     return await runWorkersUntil(
@@ -91,18 +109,18 @@ const checkpointSteps = (adapter: string) => fs.readdirSync(path.join(dir, 'chec
 
 it('pause stops new steps, setHyperparameters applies from the next step, resume continues', async () => {
   await withStage(async (client, pool) => {
-    const runId = `policy-stage-pause-${Date.now()}`;
-    const handle = await client.workflow.start(policyStage, {
+    const runId = `grpo-stage-pause-${Date.now()}`;
+    const handle = await client.workflow.start(grpoStage, {
       taskQueue: TASK_QUEUES.workflows,
       workflowId: runId,
       args: [baseInput(runId, 'paused', 3)],
     });
-    await waitFor(async () => (await handle.query(policyStageStatus)).step >= 1);
+    await waitFor(async () => (await handle.query(stageStatusQuery)).step >= 1);
     await handle.signal(pauseSignal);
-    await waitFor(async () => (await handle.query(policyStageStatus)).phase === 'paused');
-    const pausedAt = (await handle.query(policyStageStatus)).step;
+    await waitFor(async () => (await handle.query(stageStatusQuery)).phase === 'paused');
+    const pausedAt = (await handle.query(stageStatusQuery)).step;
     await new Promise((r) => setTimeout(r, 4000));
-    expect(await handle.query(policyStageStatus)).toMatchObject({
+    expect(await handle.query(stageStatusQuery)).toMatchObject({
       step: pausedAt,
       phase: 'paused',
       paused: true,
@@ -127,13 +145,13 @@ it('pause stops new steps, setHyperparameters applies from the next step, resume
 
 it('cancel ends the stage after the step in flight is checkpointed', async () => {
   await withStage(async (client) => {
-    const runId = `policy-stage-cancel-${Date.now()}`;
-    const handle = await client.workflow.start(policyStage, {
+    const runId = `grpo-stage-cancel-${Date.now()}`;
+    const handle = await client.workflow.start(grpoStage, {
       taskQueue: TASK_QUEUES.workflows,
       workflowId: runId,
       args: [baseInput(runId, 'cancelled', 6)],
     });
-    await waitFor(async () => (await handle.query(policyStageStatus)).step >= 1);
+    await waitFor(async () => (await handle.query(stageStatusQuery)).step >= 1);
     await handle.signal(cancelSignal);
     const result = await handle.result();
     expect(result.phase).toBe('cancelled');
@@ -145,16 +163,16 @@ it('cancel ends the stage after the step in flight is checkpointed', async () =>
 });
 
 it('runs GRPO steps of the policy stage on Temporal: every step trained once, trajectories stored once', async () => {
-  const runId = `policy-stage-${Date.now()}`;
+  const runId = `grpo-stage-${Date.now()}`;
   await withStage(async (client, pool) => {
     // continueAsNewEverySteps = 1 in baseInput: the two steps run in two workflow runs.
-    const handle = await client.workflow.start(policyStage, {
+    const handle = await client.workflow.start(grpoStage, {
       taskQueue: TASK_QUEUES.workflows,
       workflowId: runId,
       args: [baseInput(runId, 'policy', 2)],
     });
     expect(await handle.result()).toMatchObject({ step: 2, totalSteps: 2, phase: 'done' });
-    expect(await handle.query(policyStageStatus)).toMatchObject({ step: 2, phase: 'done' });
+    expect(await handle.query(stageStatusQuery)).toMatchObject({ step: 2, phase: 'done' });
     // Replay the recorded history against the current workflow code: any non-determinism throws.
     await Worker.runReplayHistory(
       { workflowsPath: require.resolve('../../src/workflows') },
@@ -180,7 +198,7 @@ it('runs GRPO steps of the policy stage on Temporal: every step trained once, tr
     expect(metrics.rows.map((r) => r.step)).toEqual([1, 2]);
     expect(metrics.rows[1].metrics['optim/lr']).toBe(1e-3);
     const trajectories = await pool.query(
-      'SELECT count(*)::int AS n, count(DISTINCT (step, task_id, sample))::int AS keys FROM trajectories WHERE run_id = $1',
+      "SELECT count(*)::int AS n, count(DISTINCT (step, task_id, sample))::int AS keys FROM trajectories WHERE run_id = $1 AND stage = 'policy'",
       [runId],
     );
     expect(trajectories.rows[0]).toEqual({ n: 8, keys: 8 });

@@ -1,0 +1,213 @@
+import path from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Runtime, Worker } from '@temporalio/worker';
+import { workerLogger } from '../../src/workers/logger';
+import type { Activities } from '../../src/activities';
+import type { GroupResult } from '../../src/grpo/step';
+import { SEARCH_ATTRIBUTES } from '../../src/searchAttributes';
+import { TASK_QUEUES } from '../../src/taskQueues';
+import {
+  cancelSignal,
+  pauseSignal,
+  resumeSignal,
+  setHyperparametersUpdate,
+} from '../../src/workflows/messages';
+import { retrySignal, runStatusQuery, trainingRun } from '../../src/workflows/trainingRun';
+import { tinyRunSpec, waitFor } from './runFixtures';
+
+/**
+ * The TrainingRun and GrpoStage workflow logic on a local dev server, with in-memory activities: the
+ * sequencing, blocked/retry, run-level pause and hyperparameter changes, cancel. (The real activities are
+ * exercised in trainingRun.test.ts and faults.test.ts.)
+ */
+jest.setTimeout(120_000);
+Runtime.install({ logger: workerLogger('ERROR') });
+
+let env: TestWorkflowEnvironment;
+beforeAll(async () => {
+  env = await TestWorkflowEnvironment.createLocal({
+    server: {
+      executable: { type: 'existing-path', path: path.resolve(__dirname, '../../.venv/bin/temporal') },
+      ip: '127.0.0.1',
+      searchAttributes: SEARCH_ATTRIBUTES,
+    },
+  });
+});
+afterAll(() => env?.teardown());
+
+/** In-memory activities that record what the workflows asked for. */
+function fakeActivities(failTrainAt?: { stage: string; step: number }) {
+  const trained: { adapter: string; step: number; lr?: number }[] = [];
+  const judgedBy = new Set<string>();
+  const recorded = new Map<string, number>();
+  let failed = false;
+  const group = (taskId: string): GroupResult => ({
+    taskId,
+    samples: [{ kind: 'trajectory', id: 1 }],
+    rewards_G: [0, 1],
+    success_G: [0, 1],
+  });
+  const cpu: Partial<Activities['cpu']> = {
+    registerRun: async () => {},
+    sampleTasks: async (i) =>
+      Array.from({ length: i.count }, (_, k) => `${i.stage}-${i.step}-${k + i.offset}`),
+    computeAdvantages: async (i) => ({
+      advantages: i.groups.flatMap((g) => g.samples.map((sample) => ({ sample, advantage: 1 }))),
+      kept: i.groups.map((g) => g.taskId),
+      dropped: [],
+      missing: 0,
+    }),
+    recordStepMetrics: async (i) => void recorded.set(`${i.stage}`, i.step),
+    nextStep: async (i) => (recorded.get(i.stage) ?? 0) + 1,
+  };
+  const rollout: Partial<Activities['rollout']> = {
+    rolloutGroup: async (i) => group(i.taskId),
+    prepareCandidates: async () => 2,
+    evaluate: async (i) => ({ label: i.label, kind: i.kind, model: i.model, metrics: { successRate: 0.5 } }),
+  };
+  const judge: Activities['judge'] = {
+    judgeGroup: async (i) => {
+      if (i.env.kind === 'policy') judgedBy.add(i.env.judge.model);
+      return i.rolledOut ?? group(i.taskId);
+    },
+  };
+  const host: Activities['gpuHost'] = {
+    trainStep: async (i) => {
+      if (failTrainAt && !failed && i.adapter.startsWith(failTrainAt.stage) && i.step === failTrainAt.step) {
+        failed = true;
+        throw ApplicationFailure.nonRetryable('the server refused the step', 'BadTrainRequest');
+      }
+      trained.push({ adapter: i.adapter, step: i.step, lr: i.hyperparameters.learning_rate });
+      await new Promise((r) => setTimeout(r, 50));
+      return { adapter: i.adapter, step: i.step, loss: 0.1, clip_fraction: 0, approx_kl_old: 0, kl_ref: 0, entropy: 1, grad_norm: 1, tokens: 10, seconds: 0.05, learning_rate: i.hyperparameters.learning_rate ?? 0, checkpoint: '/tmp/x', sha256: 'ab', cached: false }; // prettier-ignore
+    },
+    publishAdapter: async () => {},
+  };
+  return { cpu, rollout, judge, host, trained, judgedBy };
+}
+
+async function withFakeWorkers<T>(fakes: ReturnType<typeof fakeActivities>, use: () => Promise<T>) {
+  const { nativeConnection: connection, namespace } = env;
+  const base = { connection, namespace };
+  const workers = await Promise.all([
+    Worker.create({
+      ...base,
+      taskQueue: TASK_QUEUES.workflows,
+      workflowsPath: require.resolve('../../src/workflows'),
+    }),
+    Worker.create({ ...base, taskQueue: TASK_QUEUES.cpu, activities: fakes.cpu }),
+    Worker.create({ ...base, taskQueue: TASK_QUEUES.rollout, activities: fakes.rollout }),
+    Worker.create({ ...base, taskQueue: TASK_QUEUES.judge, activities: fakes.judge }),
+    Worker.create({
+      ...base,
+      taskQueue: TASK_QUEUES.gpu,
+      activities: { gpuHost: async () => 'fake-gpu-host' },
+    }),
+    Worker.create({ ...base, taskQueue: 'fake-gpu-host', activities: fakes.host }),
+  ]);
+  const running = workers.map((w) => w.run());
+  try {
+    return await use();
+  } finally {
+    workers.forEach((w) => w.shutdown());
+    await Promise.all(running);
+  }
+}
+
+const start = (tag: string, spec = tinyRunSpec(tag)) =>
+  env.client.workflow.start(trainingRun, {
+    taskQueue: TASK_QUEUES.workflows,
+    workflowId: `logic-${tag}-${Date.now()}`,
+    args: [{ runId: `logic-${tag}`, spec }],
+  });
+
+it('sequences prepare → baseline → reward-model stage → policy stage judged by the trained RM adapter', async () => {
+  const fakes = fakeActivities();
+  await withFakeWorkers(fakes, async () => {
+    const result = await (await start('order')).result();
+    expect(result).toMatchObject({
+      state: 'done',
+      phase: 'done',
+      checkpoints: { 'rm-order': 2, 'policy-order': 2 },
+    });
+    expect(fakes.trained.map((t) => `${t.adapter}@${t.step}`)).toEqual([
+      'rm-order@1',
+      'rm-order@2',
+      'policy-order@1',
+      'policy-order@2',
+    ]);
+    expect([...fakes.judgedBy]).toEqual(['rm-order']);
+    expect(result.evaluations.map((e) => e.label)).toEqual([
+      'policy:base',
+      'rewardModel:base',
+      'rewardModel:step-2',
+      'policy:step-2',
+    ]);
+  });
+});
+
+it('a failed stage blocks the run until retry, which applies new hyperparameters to that stage', async () => {
+  const fakes = fakeActivities({ stage: 'rm', step: 2 });
+  await withFakeWorkers(fakes, async () => {
+    const handle = await start('retry');
+    await waitFor(async () => (await handle.query(runStatusQuery)).state === 'blocked', 60_000, 'the block');
+    expect((await handle.query(runStatusQuery)).blocked).toMatchObject({
+      phase: 'rewardModel',
+      error: 'the server refused the step',
+      retries: 0,
+    });
+    await handle.signal(retrySignal, { hyperparameters: { learning_rate: 5e-3 } });
+    expect(await handle.result()).toMatchObject({ state: 'done' });
+    expect(fakes.trained.map((t) => [`${t.adapter}@${t.step}`, t.lr])).toEqual([
+      ['rm-retry@1', 1e-3],
+      ['rm-retry@2', 5e-3],
+      ['policy-retry@1', 1e-3],
+      ['policy-retry@2', 1e-3],
+    ]);
+  });
+});
+
+it('run-level pause holds the stage; setHyperparameters is validated and applies from the next step', async () => {
+  const fakes = fakeActivities();
+  await withFakeWorkers(fakes, async () => {
+    const spec = tinyRunSpec('pause');
+    spec.stages.rewardModel.steps = 4;
+    const handle = await start('pause', spec);
+    await waitFor(async () => fakes.trained.length >= 1, 60_000, 'step 1');
+    await handle.signal(pauseSignal);
+    await waitFor(async () => (await handle.query(runStatusQuery)).stages.rewardModel?.phase === 'paused');
+    const held = fakes.trained.length;
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(fakes.trained.length).toBe(held);
+    await expect(
+      handle.executeUpdate(setHyperparametersUpdate, { args: [{ clip_low: 3 }] }),
+    ).rejects.toThrow();
+    expect(
+      await handle.executeUpdate(setHyperparametersUpdate, { args: [{ learning_rate: 4e-3 }] }),
+    ).toMatchObject({
+      learning_rate: 4e-3,
+      clip_low: 0.2,
+    });
+    await handle.signal(resumeSignal);
+    expect(await handle.result()).toMatchObject({ state: 'done' });
+    const rm = fakes.trained.filter((t) => t.adapter === 'rm-pause');
+    expect(rm.map((t) => t.lr)).toEqual(rm.map((t) => (t.step <= held ? 1e-3 : 4e-3)));
+  });
+});
+
+it('cancel ends the run after the step in flight', async () => {
+  const fakes = fakeActivities();
+  await withFakeWorkers(fakes, async () => {
+    const spec = tinyRunSpec('cancel');
+    spec.stages.rewardModel.steps = 50;
+    const handle = await start('cancel', spec);
+    await waitFor(async () => fakes.trained.length >= 1, 60_000, 'step 1');
+    await handle.signal(cancelSignal);
+    const result = await handle.result();
+    expect(result.state).toBe('cancelled');
+    expect(result.stages.rewardModel?.phase).toBe('cancelled');
+    expect(fakes.trained.every((t) => t.adapter === 'rm-cancel')).toBe(true);
+    expect(fakes.trained.length).toBeLessThan(50);
+  });
+});
