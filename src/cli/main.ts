@@ -5,6 +5,7 @@ import { registerDemoCommand } from './demo';
 import { registerIngestCommand } from './ingestCommand';
 import { fail } from './output';
 import { registerQuestionsCommand } from './questionsCommand';
+import { registerRunCommands } from './runCommands';
 import { registerStackCommands } from './stackCommands';
 import { registerWorkerCommand } from './workerCommand';
 
@@ -18,6 +19,7 @@ registerStackCommands(program);
 registerWorkerCommand(program);
 registerIngestCommand(program);
 registerQuestionsCommand(program);
+registerRunCommands(program);
 registerDemoCommand(program);
 
 program.parseAsync(process.argv).catch(fail);

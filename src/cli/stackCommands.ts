@@ -23,11 +23,15 @@ export function registerStackCommands(program: Command) {
 
   program
     .command('down')
-    .description('stop the services `evalrl up` started (never others)')
+    .description('stop the services evalrl started (never others)')
     .option('--json', 'machine-readable output')
     .action(async (opts: { json?: boolean }) => {
       const result = await down(loadConfig());
-      print(!!opts.json, result, () => [`Temporal   ${result.temporal}`, `PostgreSQL ${result.postgres}`]);
+      print(!!opts.json, result, () => [
+        `Temporal     ${result.temporal}`,
+        `PostgreSQL   ${result.postgres}`,
+        `model server ${result.modelServer}`,
+      ]);
     });
 
   program

@@ -1,6 +1,7 @@
 import type { Config } from '../config';
 import { createPool } from '../db/pool';
 import { migrate } from '../db/migrate';
+import { stopModelServer } from './modelServer';
 import { postgresHealthy, postgresProcess, startPostgres, stopPostgres } from './postgres';
 import { runningPid } from './processes';
 import { startTemporal, stopTemporal, temporalHealthy, temporalProcess, temporalUiUrl } from './temporal';
@@ -29,10 +30,15 @@ export async function up(config: Config) {
   }
 }
 
-/** Stops only what `up` started (services with a pid file under the data directory). */
+/** Stops only what evalrl started (services with a pid file under the data directory), the model server too. */
 export async function down(config: Config) {
-  const [temporal, postgres] = await Promise.all([stopTemporal(config), stopPostgres(config)]);
-  return { temporal: temporal ? 'stopped' : 'not running', postgres: postgres ? 'stopped' : 'not running' };
+  const [temporal, postgres, modelServer] = await Promise.all([
+    stopTemporal(config),
+    stopPostgres(config),
+    stopModelServer(config),
+  ]);
+  const said = (stopped: boolean) => (stopped ? 'stopped' : 'not running');
+  return { temporal: said(temporal), postgres: said(postgres), modelServer: said(modelServer) };
 }
 
 export async function status(config: Config): Promise<StackStatus> {

@@ -70,7 +70,11 @@ it('comes up from nothing, runs a workflow through PostgreSQL, and keeps its his
   expect(scheduled?.activityTaskScheduledEventAttributes?.taskQueue?.name).toBe(TASK_QUEUES.cpu);
 
   const stopped = await cli(['down', '--json'], env);
-  expect(JSON.parse(stopped.stdout)).toEqual({ temporal: 'stopped', postgres: 'stopped' });
+  expect(JSON.parse(stopped.stdout)).toEqual({
+    temporal: 'stopped',
+    postgres: 'stopped',
+    modelServer: 'not running',
+  });
   await expect(cli(['status'], env)).rejects.toMatchObject({ code: 1 });
 
   const restarted = await cli(['up', '--json'], env);

@@ -1,0 +1,77 @@
+import type { Hyperparameters } from '../workflows/messages';
+import type { RunStatus } from '../workflows/trainingRun';
+
+const SETTABLE: Record<string, keyof Hyperparameters> = {
+  lr: 'learning_rate',
+  learning_rate: 'learning_rate',
+  clip_low: 'clip_low',
+  clip_high: 'clip_high',
+  kl_coef: 'kl_coef',
+  max_grad_norm: 'max_grad_norm',
+  micro_batch: 'micro_batch',
+  loss_aggregation: 'loss_aggregation',
+};
+
+/** `key=value` pairs of `evalrl run set`; an unknown key or a bad value is refused, naming the pair. */
+export function parseAssignments(pairs: string[]): Hyperparameters {
+  const out: Record<string, string | number> = {};
+  for (const pair of pairs) {
+    const [key, value, ...rest] = pair.split('=');
+    const name = SETTABLE[key];
+    if (!name || value === undefined || value === '' || rest.length)
+      throw new Error(`"${pair}": expected key=value with key one of ${Object.keys(SETTABLE).join(', ')}`);
+    if (name === 'loss_aggregation') out[name] = value;
+    else if (Number.isFinite(Number(value))) out[name] = Number(value);
+    else throw new Error(`"${pair}": ${key} takes a number`);
+  }
+  return out as Hyperparameters;
+}
+
+const TICKS = '▁▂▃▄▅▆▇█';
+
+/** A one-line chart of a series (min to max over its own range). */
+export function sparkline(values: number[]): string {
+  if (values.length === 0) return '';
+  const lo = Math.min(...values);
+  const span = Math.max(...values) - lo || 1;
+  return values.map((v) => TICKS[Math.round(((v - lo) / span) * (TICKS.length - 1))]).join('');
+}
+
+export function duration(seconds: number | null): string {
+  if (seconds == null) return '–';
+  const s = Math.round(seconds);
+  return s >= 3600
+    ? `${Math.floor(s / 3600)}h${Math.floor((s % 3600) / 60)}m`
+    : s >= 60
+      ? `${Math.floor(s / 60)}m${s % 60}s`
+      : `${s}s`;
+}
+
+const fmt = (x: number | undefined) => (x == null ? '–' : Math.abs(x) >= 100 ? x.toFixed(0) : x.toFixed(3));
+
+/** The human-readable status of a run. */
+export function describeRun(s: RunStatus): string[] {
+  const lines = [`run ${s.runId} (${s.name}): ${s.state}, phase ${s.phase}, ETA ${duration(s.etaSeconds)}`];
+  if (s.blocked)
+    lines.push(
+      `  BLOCKED in ${s.blocked.phase}: ${s.blocked.error}`,
+      '  → fix the cause, then `evalrl run retry ' + s.runId + '` (or cancel)',
+    );
+  for (const [stage, st] of Object.entries(s.stages)) {
+    if (!st) continue;
+    const m = st.latest ?? {};
+    lines.push(
+      `  ${stage}: step ${st.step}/${st.totalSteps}, ${st.phase}; reward ${fmt(m['reward/mean'])} ± ${fmt(m['reward/std'])}, success ${fmt(m['success/rate'])}, loss ${fmt(m['optim/loss'])}, lr ${m['optim/lr'] ?? '–'}, ${duration(st.secondsPerStep)}/step`,
+    );
+  }
+  for (const e of s.evaluations)
+    lines.push(
+      `  eval ${e.label} (${e.model}): ` +
+        (e.kind === 'policy'
+          ? `success ${fmt(e.metrics.successRate)}, IDK ${fmt(e.metrics.idkRate)}, wrong ${fmt(e.metrics.wrongRate)}, turns ${fmt(e.metrics.meanTurns)}`
+          : `agreement ${fmt(e.metrics.agreement)}, precision ${fmt(e.metrics.precision)}, recall ${fmt(e.metrics.recall)}, ECE ${fmt(e.metrics.ece)}`),
+    );
+  const ckpt = Object.entries(s.checkpoints).map(([a, n]) => `${a}@step-${n}`);
+  if (ckpt.length) lines.push(`  checkpoints: ${ckpt.join(', ')}`);
+  return lines;
+}

@@ -1,0 +1,155 @@
+import { randomBytes } from 'node:crypto';
+import { Client, Connection, WorkflowNotFoundError, type WorkflowHandle } from '@temporalio/client';
+import type { Config } from '../config';
+import type { RunSpec } from '../runSpec';
+import { temporalUiUrl } from '../stack/temporal';
+import { TASK_QUEUES } from '../taskQueues';
+import {
+  cancelSignal,
+  pauseSignal,
+  resumeSignal,
+  setHyperparametersUpdate,
+  type Hyperparameters,
+} from '../workflows/messages';
+import { retrySignal, runStatusQuery, trainingRun, type RunStatus } from '../workflows/trainingRun';
+
+export interface RunSummary {
+  runId: string;
+  name: string | null;
+  state: string;
+  stage: string | null;
+  step: number | null;
+  startedAt: string;
+  workflowStatus: string;
+}
+
+/** A run id from the spec's name: readable, sortable by time, unique. */
+export function newRunId(spec: RunSpec): string {
+  const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '');
+  return `${spec.name}-${stamp}-${randomBytes(2).toString('hex')}`;
+}
+
+/** Talks to runs through Temporal: start, list, status, and the messages a running job accepts. */
+export class RunClient {
+  private constructor(
+    private readonly connection: Connection,
+    private readonly client: Client,
+    private readonly config: Config,
+  ) {}
+
+  static async connect(config: Config): Promise<RunClient> {
+    let connection: Connection;
+    try {
+      connection = await Connection.connect({ address: config.temporal.address, connectTimeout: 5000 });
+      await connection.workflowService.getSystemInfo({});
+    } catch {
+      throw new Error(
+        `Temporal at ${config.temporal.address} is not reachable: start the stack with \`evalrl up\` (or set TEMPORAL_ADDRESS)`,
+      );
+    }
+    return new RunClient(
+      connection,
+      new Client({ connection, namespace: config.temporal.namespace }),
+      config,
+    );
+  }
+
+  close() {
+    return this.connection.close();
+  }
+
+  uiLink(runId: string): string | undefined {
+    const ui = temporalUiUrl(this.config);
+    return ui && `${ui}/namespaces/${this.config.temporal.namespace}/workflows/${encodeURIComponent(runId)}`;
+  }
+
+  async start(spec: RunSpec, runId = newRunId(spec)): Promise<string> {
+    await this.client.workflow.start(trainingRun, {
+      taskQueue: TASK_QUEUES.workflows,
+      workflowId: runId,
+      args: [{ runId, spec }],
+    });
+    return runId;
+  }
+
+  async list(): Promise<RunSummary[]> {
+    const runs: RunSummary[] = [];
+    for await (const w of this.client.workflow.list({ query: `WorkflowType = 'trainingRun'` })) {
+      const attrs = w.typedSearchAttributes;
+      const get = (name: string) => attrs.getAll().find((p) => p.key.name === name)?.value;
+      runs.push({
+        runId: w.workflowId,
+        name: null,
+        state: String(get('EvalrlStatus') ?? w.status.name.toLowerCase()),
+        stage: (get('EvalrlStage') as string | undefined) ?? null,
+        step: (get('EvalrlStep') as number | undefined) ?? null,
+        startedAt: w.startTime.toISOString(),
+        workflowStatus: w.status.name,
+      });
+    }
+    return runs;
+  }
+
+  private async handle(runId: string): Promise<WorkflowHandle<typeof trainingRun>> {
+    const handle = this.client.workflow.getHandle<typeof trainingRun>(runId);
+    try {
+      const description = await handle.describe();
+      if (description.type !== 'trainingRun')
+        throw new Error(`${runId} is a ${description.type} workflow, not a run`);
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError)
+        throw new Error(`unknown run ${runId}: \`evalrl run list\` shows the runs`);
+      throw err;
+    }
+    return handle;
+  }
+
+  /** The run's status: queried while it runs, its result once it ended. */
+  async status(runId: string): Promise<RunStatus & { workflowStatus: string }> {
+    const handle = await this.handle(runId);
+    const { status } = await handle.describe();
+    if (status.name === 'RUNNING')
+      return { ...(await handle.query(runStatusQuery)), workflowStatus: status.name };
+    if (status.name === 'COMPLETED') return { ...(await handle.result()), workflowStatus: status.name };
+    const failure = await handle.result().then(
+      () => 'unknown',
+      (err: Error) => rootMessage(err),
+    );
+    throw new Error(`run ${runId} ended ${status.name.toLowerCase()}: ${failure}`);
+  }
+
+  async pause(runId: string) {
+    await (await this.handle(runId)).signal(pauseSignal);
+  }
+
+  async resume(runId: string) {
+    await (await this.handle(runId)).signal(resumeSignal);
+  }
+
+  async cancel(runId: string) {
+    await (await this.handle(runId)).signal(cancelSignal);
+  }
+
+  async retry(runId: string, hyperparameters?: Hyperparameters) {
+    const handle = await this.handle(runId);
+    const s = await handle.query(runStatusQuery);
+    if (s.state !== 'blocked') throw new Error(`run ${runId} is ${s.state}, not blocked: nothing to retry`);
+    await handle.signal(retrySignal, { hyperparameters });
+  }
+
+  /** Validated by the run before it is accepted; returns the settings the next step will use. */
+  async set(runId: string, hyperparameters: Hyperparameters): Promise<Hyperparameters> {
+    const handle = await this.handle(runId);
+    try {
+      return await handle.executeUpdate(setHyperparametersUpdate, { args: [hyperparameters] });
+    } catch (err) {
+      throw new Error(rootMessage(err as Error));
+    }
+  }
+}
+
+function rootMessage(err: Error): string {
+  let e = err as Error & { cause?: unknown };
+  while (e.cause instanceof Error) e = e.cause as typeof e;
+  return e.message;
+}
