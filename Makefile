@@ -24,6 +24,7 @@ test-unit: build
 	npx jest --selectProjects unit
 
 test-integration: build
+	@bash infra/chromium.sh
 	npx jest --selectProjects integration --runInBand
 
 test-trainer: setup

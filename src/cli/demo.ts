@@ -7,6 +7,7 @@ import { ingest } from '../mail/ingest';
 import { readMaildir } from '../mail/sources';
 import { repoRoot } from '../paths';
 import { newRunId, RunClient } from '../runs/runClient';
+import { writeReport } from '../report/writeReport';
 import { loadRunSpec } from '../runSpec';
 import { startModelServer } from '../stack/modelServer';
 import { up } from '../stack/stack';
@@ -69,6 +70,8 @@ export function registerDemoCommand(program: Command) {
           );
         for (const e of rm)
           console.log(`  reward model ${e.label}: agreement with labels ${e.metrics.agreement.toFixed(3)}`);
+        const report = await writeReport(pool, runId, path.join(config.dataDir, 'reports', runId));
+        console.log(`report: ${report.html}`);
         console.log(`Temporal UI: ${runs.uiLink(runId) ?? '(external server)'}`);
       } finally {
         await runs.close();

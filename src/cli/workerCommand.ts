@@ -1,8 +1,6 @@
-import { Runtime } from '@temporalio/worker';
 import type { Command } from 'commander';
 import { loadConfig } from '../config';
 import { createPool } from '../db/pool';
-import { workerLogger } from '../workers/logger';
 import { createWorkers, WORKER_QUEUES as QUEUES, type WorkerQueue } from '../workers/start';
 
 export function registerWorkerCommand(program: Command) {
@@ -16,7 +14,6 @@ export function registerWorkerCommand(program: Command) {
       if (unknown.length)
         throw new Error(`--queues: unknown queue ${unknown.join(', ')}; known: ${QUEUES.join(', ')}`);
       const config = loadConfig();
-      Runtime.install({ logger: workerLogger() });
       const pool = createPool(config);
       const workers = await createWorkers(config, pool, queues as WorkerQueue[]);
       console.log(`evalrl worker: serving ${queues.join(', ')} on ${config.temporal.address}`);

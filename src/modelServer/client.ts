@@ -2,9 +2,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { z } from 'zod';
 import {
   chatCompletionSchema,
+  tokenizeResultSchema,
   trainProgressSchema,
   trainStepResultSchema,
   type ChatCompletion,
+  type ChatMessage,
   type ChatRequest,
   type TrainProgress,
   type TrainStepRequest,
@@ -59,6 +61,13 @@ export class ModelServerClient {
 
   async trainStep(request: TrainStepRequest): Promise<TrainStepResult> {
     return this.parse(trainStepResultSchema, await this.call('POST', '/train/step', request, true));
+  }
+
+  /** vLLM's /tokenize: a chat prompt's ids as the chat endpoint renders it, or raw text's (no special tokens added). */
+  async tokenize(
+    request: { prompt: string } | { messages: ChatMessage[]; tools?: unknown[] },
+  ): Promise<number[]> {
+    return this.parse(tokenizeResultSchema, await this.call('POST', '/tokenize', request, true)).tokens;
   }
 
   async trainProgress(adapter: string): Promise<TrainProgress> {

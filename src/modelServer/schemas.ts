@@ -65,6 +65,8 @@ export const trainHyperparametersSchema = z.object({
   kl_coef: z.number().min(0),
   max_grad_norm: z.number().positive(),
   loss_aggregation: z.enum(['token-mean', 'dr-grpo']),
+  /** "sft": a warm start on demonstrations (advantage-weighted log-likelihood); GRPO otherwise. */
+  objective: z.enum(['grpo', 'sft']),
   micro_batch: z.number().int().positive(),
 });
 export type TrainHyperparameters = z.infer<typeof trainHyperparametersSchema>;
@@ -96,6 +98,12 @@ export const trainStepResultSchema = z.object({
   cached: z.boolean(),
 });
 export type TrainStepResult = z.infer<typeof trainStepResultSchema>;
+
+export const tokenizeResultSchema = z.object({
+  tokens: z.array(z.number().int()),
+  count: z.number().int(),
+  max_model_len: z.number().int(),
+});
 
 export const trainProgressSchema = z.object({
   adapter: z.string(),

@@ -11,6 +11,7 @@ import {
   setHyperparametersUpdate,
   type Hyperparameters,
 } from '../workflows/messages';
+import { experimentLadder } from '../workflows/experimentLadder';
 import { retrySignal, runStatusQuery, trainingRun, type RunStatus } from '../workflows/trainingRun';
 
 export interface RunSummary {
@@ -70,6 +71,18 @@ export class RunClient {
       args: [{ runId, spec }],
     });
     return runId;
+  }
+
+  /** Starts the seed's three-row experiment and waits for its table. */
+  async ladder(spec: RunSpec, onStarted: (experimentId: string) => void) {
+    const experimentId = newRunId({ ...spec, name: `${spec.name}-ladder` });
+    const handle = await this.client.workflow.start(experimentLadder, {
+      taskQueue: TASK_QUEUES.workflows,
+      workflowId: experimentId,
+      args: [{ experimentId, spec }],
+    });
+    onStarted(experimentId);
+    return handle.result();
   }
 
   async list(): Promise<RunSummary[]> {

@@ -1,3 +1,4 @@
+export { experimentLadder } from './experimentLadder';
 export { grpoStage } from './grpoStage';
 export { stackCheck } from './stackCheck';
 export { trainingRun } from './trainingRun';

@@ -47,7 +47,7 @@ export function tempDataDir(prefix: string): string {
  * Starts a real model server on a tiny random model of SmolLM2's shape (built on the fly, once per folder),
  * deterministic mode. Started again on the same folder, it resumes its adapters from their checkpoints.
  */
-export async function startTinyModelServer(dir: string, port: number) {
+export async function startTinyModelServer(dir: string, port: number, options: { initRange?: number } = {}) {
   const env = {
     ...TEST_STACK_ENV,
     EVALRL_DATA_DIR: dir,
@@ -56,10 +56,19 @@ export async function startTinyModelServer(dir: string, port: number) {
   const config = stackConfig(env);
   const tiny = path.join(dir, 'tiny-model');
   if (!fs.existsSync(tiny))
-    execFileSync(path.join(config.venv, 'bin', 'python'), ['-m', 'evalrl_trainer.tiny_model', tiny], {
-      cwd: path.join(root, 'trainer'),
-      stdio: 'ignore',
-    });
+    execFileSync(
+      path.join(config.venv, 'bin', 'python'),
+      [
+        '-m',
+        'evalrl_trainer.tiny_model',
+        tiny,
+        ...(options.initRange ? ['--init-range', String(options.initRange)] : []),
+      ],
+      {
+        cwd: path.join(root, 'trainer'),
+        stdio: 'ignore',
+      },
+    );
   await startModelServer(config, {
     model: tiny,
     checkpoints: path.join(dir, 'checkpoints'),

@@ -73,3 +73,10 @@ describe('run spec', () => {
     expect(() => loadRunSpec(yamlFile)).toThrow(/\(syntax\)/);
   });
 });
+
+it('every spec in examples/ is valid', () => {
+  const examples = path.resolve(__dirname, '../../examples');
+  const files = fs.readdirSync(examples).filter((f) => f.endsWith('.yaml'));
+  expect(files.sort()).toEqual(['demo.yaml', 'production.yaml']);
+  for (const f of files) expect(loadRunSpec(path.join(examples, f)).name).toBeTruthy();
+});

@@ -9,6 +9,7 @@ from typing import Literal
 import torch
 
 Aggregation = Literal["token-mean", "dr-grpo"]
+Objective = Literal["grpo", "sft"]
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,9 @@ class LossConfig:
     clip_high: float = 0.28
     kl_coef: float = 0.0
     aggregation: Aggregation = "token-mean"
+    # "sft": advantage-weighted log-likelihood of the produced tokens, for a warm start on demonstrations
+    # (their "old" logprobs are unknown, so there is no ratio to clip).
+    objective: Objective = "grpo"
 
 
 def grpo_loss(
@@ -38,7 +42,7 @@ def grpo_loss(
     ratio = torch.exp(log_ratio)
     unclipped = ratio * adv_BT
     clipped = torch.clamp(ratio, 1.0 - cfg.clip_low, 1.0 + cfg.clip_high) * adv_BT
-    per_token = -torch.minimum(unclipped, clipped)
+    per_token = -logp_BT * adv_BT if cfg.objective == "sft" else -torch.minimum(unclipped, clipped)
     kl_BT = torch.zeros_like(per_token)
     if cfg.kl_coef > 0:
         assert ref_logp_BT is not None, "kl_coef > 0 needs the base model's logprobs"

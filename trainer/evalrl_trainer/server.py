@@ -82,7 +82,15 @@ class Hyperparameters(BaseModel):
     kl_coef: float = Field(0.0, ge=0)
     max_grad_norm: float = Field(1.0, gt=0)
     loss_aggregation: Literal["token-mean", "dr-grpo"] = "token-mean"
+    objective: Literal["grpo", "sft"] = "grpo"
     micro_batch: int = Field(4, ge=1, le=256)
+
+
+class TokenizeRequest(BaseModel):
+    model: str = "base"
+    prompt: str | None = None
+    messages: list[dict] | None = None
+    tools: list[dict] | None = None
 
 
 class Lora(BaseModel):
@@ -197,6 +205,17 @@ def create_app(adapters: Adapters, sampler: Sampler, trainer: Trainer, token: st
             },
         }
 
+    @app.post("/tokenize")
+    def tokenize(req: TokenizeRequest):
+        """vLLM's endpoint: the token ids of a chat prompt as the chat endpoint renders it, or of raw text."""
+        if req.messages is not None:
+            tokens = render_prompt(base.tokenizer, req.messages, req.tools)
+        elif req.prompt is not None:
+            tokens = base.tokenizer.encode(req.prompt, add_special_tokens=False)
+        else:
+            return error(400, "prompt: give either prompt or messages")
+        return {"tokens": tokens, "count": len(tokens), "max_model_len": base.max_context}
+
     @app.post("/v1/load_lora_adapter")
     def load_adapter(req: LoadAdapter):
         adapters.load_external(req.lora_name, Path(req.lora_path))
@@ -218,7 +237,7 @@ def create_app(adapters: Adapters, sampler: Sampler, trainer: Trainer, token: st
         h = req.hyperparameters
         cfg = StepConfig(
             learning_rate=h.learning_rate, max_grad_norm=h.max_grad_norm, micro_batch=h.micro_batch,
-            loss=LossConfig(clip_low=h.clip_low, clip_high=h.clip_high, kl_coef=h.kl_coef, aggregation=h.loss_aggregation),
+            loss=LossConfig(clip_low=h.clip_low, clip_high=h.clip_high, kl_coef=h.kl_coef, aggregation=h.loss_aggregation, objective=h.objective),
         )  # fmt: skip
         batch = batch_from_sequences([s.model_dump() for s in req.sequences])
         try:

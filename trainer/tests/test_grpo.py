@@ -95,3 +95,13 @@ def test_positive_advantage_raises_the_sequence_logprob(tiny_base):
 def test_negative_advantage_lowers_the_sequence_logprob(tiny_base):
     _, before, after = _one_step(tiny_base, -1.0)
     assert after < before
+
+
+def test_sft_objective_is_the_advantage_weighted_negative_log_likelihood():
+    logp = torch.tensor([[-1.0, -2.0, -3.0]], requires_grad=True)
+    mask = torch.tensor([[0.0, 1.0, 1.0]])
+    old = torch.zeros_like(logp)  # unknown for demonstrations: ignored
+    loss, _ = grpo_loss(logp, old, mask, torch.tensor([1.0]), LossConfig(objective="sft"), normaliser=2.0)
+    assert math.isclose(loss.item(), (2.0 + 3.0) / 2)
+    loss.backward()
+    assert logp.grad.tolist() == [[0.0, -0.5, -0.5]]

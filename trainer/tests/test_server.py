@@ -96,3 +96,14 @@ def test_refuses_a_public_address_without_a_token(monkeypatch):
     monkeypatch.delenv("EVALRL_MODEL_SERVER_TOKEN", raising=False)
     with pytest.raises(SystemExit):
         main(["--host", "0.0.0.0", "--model", "/nonexistent"])
+
+
+def test_tokenize_gives_the_chat_prompt_as_sampling_renders_it_and_raw_text(server):
+    client, _, _ = server
+    messages = [{"role": "user", "content": "hello"}]
+    chat = client.post("/v1/chat/completions", json={"model": "base", "messages": messages, "max_tokens": 2, "seed": 1})
+    tokens = client.post("/tokenize", json={"messages": messages}).json()
+    assert tokens["tokens"] == chat.json()["prompt_token_ids"] and tokens["count"] == len(tokens["tokens"])
+    raw = client.post("/tokenize", json={"prompt": "<|im_end|>"}).json()["tokens"]
+    assert len(raw) == 1  # a special token stays one id
+    assert client.post("/tokenize", json={}).status_code == 400
