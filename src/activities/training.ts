@@ -62,6 +62,7 @@ export function createTrainingActivities({
           sequences,
           hyperparameters: input.hyperparameters,
           lora: input.lora,
+          keep_checkpoints: input.keepCheckpoints,
         });
       } catch (err) {
         if (err instanceof ModelServerError && err.status === 409 && /already training/.test(err.message))

@@ -41,6 +41,7 @@ export interface GrpoStageInput {
   env: StageEnvironment;
   hyperparameters: Partial<TrainHyperparameters>;
   lora: { rank: number; alpha: number; init_seed?: string };
+  keepCheckpoints: number;
   divideByStd: boolean;
   dynamicSampling: { enabled: boolean; minStd: number; maxTopUps: number };
   evaluation: { everySteps: number; split: 'train' | 'test'; questions: number };
@@ -119,6 +120,7 @@ export function stageInput(
     hyperparameters: hyperparameters(s),
     // From the run's seed, not the adapter's name: two runs with one seed start from the same weights.
     lora: { ...spec.lora, init_seed: `${spec.seed}:${stage}` },
+    keepCheckpoints: spec.checkpoints.keepLast,
     divideByStd: s.divideByStd,
     dynamicSampling: s.dynamicSampling,
     evaluation: spec.evaluation,

@@ -64,6 +64,7 @@ export interface GrpoStepCalls {
     advantages: { sample: SampleRef; advantage: number }[];
     hyperparameters: Partial<TrainHyperparameters>;
     lora: GrpoStageInput['lora'];
+    keepCheckpoints: number;
   }): Promise<TrainStepResult>;
   publishAdapter(input: StepKey & { adapter: string; checkpoint: string; sha256: string }): Promise<void>;
   recordStepMetrics(input: StepKey & { metrics: Record<string, number> }): Promise<void>;
@@ -127,6 +128,7 @@ export async function grpoStep(
     advantages: selection.advantages,
     hyperparameters, // a setHyperparameters update applies from the next step
     lora: s.lora,
+    keepCheckpoints: s.keepCheckpoints,
   });
   const trainedAt = Date.now();
   onPhase('publishing');

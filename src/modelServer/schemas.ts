@@ -78,6 +78,8 @@ export interface TrainStepRequest {
   hyperparameters: Partial<TrainHyperparameters>;
   /** `init_seed` seeds a new adapter's weights (default: its name), so runs with one seed start alike. */
   lora?: { rank: number; alpha: number; init_seed?: string };
+  /** Checkpoint retention for this adapter: the newest N steps are kept (step 0 always; 0 keeps all). */
+  keep_checkpoints?: number;
 }
 
 export const trainStepResultSchema = z.object({

@@ -112,7 +112,8 @@ export async function grpoStage(input: GrpoStageInput): Promise<StageStatus> {
       );
     }
     await report('running');
-    if (step % input.continueAsNewEverySteps === 0 && step < input.steps && !cancelled) {
+    const due = step % input.continueAsNewEverySteps === 0 || workflowInfo().continueAsNewSuggested;
+    if (due && step < input.steps && !cancelled) {
       await condition(allHandlersFinished);
       // Pause and hyperparameters carry over; the rest of the state is in PostgreSQL and the checkpoints.
       await continueAsNew<typeof grpoStage>({

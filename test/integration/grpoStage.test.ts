@@ -73,6 +73,7 @@ const baseInput = (runId: string, adapter: string, steps: number): GrpoStageInpu
   },
   hyperparameters: { learning_rate: 1e-3, micro_batch: 4 },
   lora: { rank: 4, alpha: 8 },
+  keepCheckpoints: 0,
   divideByStd: true,
   dynamicSampling: { enabled: false, minStd: 0.01, maxTopUps: 0 },
   evaluation: { everySteps: 100, split: 'test', questions: 2 },

@@ -105,6 +105,7 @@ class TrainStepRequest(BaseModel):
     sequences: list[Sequence] = Field(min_length=1)
     hyperparameters: Hyperparameters = Hyperparameters()
     lora: Lora = Lora()
+    keep_checkpoints: int | None = Field(None, ge=0)  # newest N steps kept for this adapter (0: all)
 
 
 class LoadAdapter(BaseModel):
@@ -240,8 +241,9 @@ def create_app(adapters: Adapters, sampler: Sampler, trainer: Trainer, token: st
             loss=LossConfig(clip_low=h.clip_low, clip_high=h.clip_high, kl_coef=h.kl_coef, aggregation=h.loss_aggregation, objective=h.objective),
         )  # fmt: skip
         batch = batch_from_sequences([s.model_dump() for s in req.sequences])
+        lora = LoraSettings(rank=req.lora.rank, alpha=req.lora.alpha, init_seed=req.lora.init_seed)
         try:
-            return trainer.step(req.adapter, req.step, batch, cfg, LoraSettings(rank=req.lora.rank, alpha=req.lora.alpha, init_seed=req.lora.init_seed))
+            return trainer.step(req.adapter, req.step, batch, cfg, lora, req.keep_checkpoints)
         except StepConflict as err:
             return error(409, str(err))
         except Cancelled as err:

@@ -29,6 +29,11 @@ def build_tiny_model(out: Path, seed: int = 1234, init_range: float | None = Non
         config.initializer_range = init_range
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config)
+    if config.pad_token_id is not None:
+        # HF zeroes the padding token's embedding; tied to the output layer, that makes SmolLM2's pad token,
+        # its end of turn, impossible to sample, and a taught adapter could never end a turn.
+        with torch.no_grad():
+            model.get_input_embeddings().weight[config.pad_token_id].normal_(0, config.initializer_range)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     AutoTokenizer.from_pretrained(source).save_pretrained(out)

@@ -54,8 +54,8 @@ def train_step(
         ref = None
         if cfg.loss.kl_coef > 0:
             with torch.no_grad(), model.disable_adapter():
-                ref, _ = token_logprobs(model, ids, attn)
-        logp, entropy = token_logprobs(model, ids, attn, with_entropy=True)
+                ref, _ = token_logprobs(model, ids, attn, needed_BT=mask)
+        logp, entropy = token_logprobs(model, ids, attn, with_entropy=True, needed_BT=mask)
         loss, m = grpo_loss(
             logp, batch.old_logp_BT[sl].to(device), mask, batch.adv_B[sl].to(device), cfg.loss, normaliser, ref
         )

@@ -35,7 +35,9 @@ class Trainer:
         self.keep = keep_checkpoints
         self.running: dict[str, Progress] = {}
 
-    def step(self, adapter: str, step: int, batch: Batch, cfg: StepConfig, lora: LoraSettings) -> dict:
+    def step(
+        self, adapter: str, step: int, batch: Batch, cfg: StepConfig, lora: LoraSettings, keep: int | None = None
+    ) -> dict:
         """Trains step `step` of `adapter` once. Asked again for a checkpointed step: the stored metrics."""
         done = checkpoints.read_metrics(self.adapters.root, adapter, step)
         if done is not None and step > 0:
@@ -74,8 +76,9 @@ class Trainer:
                 metrics = {**metrics, "step": step, "adapter": adapter, "learning_rate": cfg.learning_rate}
                 checkpoints.save_checkpoint(self.adapters.root, adapter, step, peft, self.adapters.optimizers[adapter], metrics)
                 self.adapters.trained[adapter] = step
-                if self.keep:
-                    checkpoints.prune(self.adapters.root, adapter, self.keep)
+                keep_last = self.keep if keep is None else keep  # the run's retention, else the server's
+                if keep_last:
+                    checkpoints.prune(self.adapters.root, adapter, keep_last)
             return {**metrics, **checkpoints.describe(self.adapters.root, adapter, step), "cached": False}
         finally:
             self.running.pop(adapter, None)

@@ -137,3 +137,10 @@ def test_init_seed_makes_differently_named_adapters_start_and_train_alike(tiny_m
     assert a["checkpoint"].endswith("run-a/step-1/adapter/run-a")
     cached = trainer.step("run-a", 1, make_batch(1), CFG, seeded)
     assert cached["cached"] is True and cached["sha256"] == a["sha256"]
+
+
+def test_a_runs_retention_keeps_its_newest_steps_and_step_0(tiny_model_folder, tmp_path):
+    trainer = fresh_trainer(tiny_model_folder, tmp_path)
+    for step in (1, 2, 3, 4):
+        trainer.step("policy", step, make_batch(step), CFG, LORA, keep=2)
+    assert checkpoints.complete_steps(tmp_path, "policy") == [0, 3, 4]
