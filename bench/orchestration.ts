@@ -2,62 +2,45 @@
  * bench/orchestration: the same GRPO steps of the demo's policy stage run (a) on Temporal, with one worker
  * process per task queue, and (b) as a plain in-process loop calling the same functions (grpoStep over the
  * same activity functions). Prints the wall-time ratio a/b and Temporal's share of each step. Target: ratio
- * ≤ 1.05 at the demo's step size. Writes bench/results/orchestration.json.
+ * ≤ 1.05 at the demo's step size. The model server runs in deterministic mode, so that both loops sample the
+ * same tokens (seeds come from the run's seed and the sample's place, adapters start from the same weights)
+ * and the difference is the orchestration. Writes bench/results/orchestration.json.
  *
  *   make bench-orchestration
  */
-import { spawn } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
+import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createActivities } from '../src/activities';
-import { loadConfig } from '../src/config';
-import { migrate } from '../src/db/migrate';
-import { createPool } from '../src/db/pool';
 import { stageInput } from '../src/grpo/stage';
 import { grpoStep, type GrpoStepCalls } from '../src/grpo/step';
-import { generateQuestions } from '../src/mail/generateQuestions';
-import { ingest } from '../src/mail/ingest';
-import { readMaildir } from '../src/mail/sources';
 import { repoRoot } from '../src/paths';
 import { loadRunSpec } from '../src/runSpec';
-import { startModelServer, stopModelServer } from '../src/stack/modelServer';
-import { startPostgres, stopPostgres } from '../src/stack/postgres';
-import { startTemporal, stopTemporal } from '../src/stack/temporal';
 import { TASK_QUEUES } from '../src/taskQueues';
 import { WORKER_QUEUES } from '../src/workers/start';
 import { grpoStage } from '../src/workflows/grpoStage';
+import { startBenchStack } from './benchStack';
 import { writeResult } from './util';
 
 const STEPS = 2;
 
 async function main() {
-  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'evalrl-bench-orchestration-'));
-  fs.chmodSync(work, 0o755);
-  const env = {
-    EVALRL_DATA_DIR: work,
-    EVALRL_PG_PORT: '36533',
-    EVALRL_TEMPORAL_PORT: '37533',
-    EVALRL_TEMPORAL_UI_PORT: '38533',
-    EVALRL_MODEL_SERVER_URL: 'http://127.0.0.1:18126',
-  };
-  const config = loadConfig({ ...process.env, ...env, DATABASE_URL: undefined, TEMPORAL_ADDRESS: undefined });
+  const stack = await startBenchStack(
+    'orchestration',
+    {
+      EVALRL_PG_PORT: '36533',
+      EVALRL_TEMPORAL_PORT: '37533',
+      EVALRL_TEMPORAL_UI_PORT: '38533',
+      EVALRL_MODEL_SERVER_URL: 'http://127.0.0.1:18126',
+    },
+    // Deterministic mode: both loops sample the very same tokens, so they do the same work.
+    { temporal: true, modelServer: { mode: 'deterministic', threads: 2 } },
+  );
+  const { config, pool } = stack;
   const spec = loadRunSpec(path.join(repoRoot(), 'examples', 'demo.yaml'));
-  await startPostgres(config);
-  await startTemporal(config);
-  const pool = createPool(config, 40);
-  const workers = [];
+  const workers: ChildProcess[] = [];
   try {
-    await migrate(pool);
-    await ingest(pool, readMaildir(config.maildir));
-    await generateQuestions(pool, { seed: '0', testFraction: 0.3 });
-    await startModelServer(config, {
-      checkpoints: path.join(work, 'checkpoints'),
-      mode: 'throughput',
-      threads: 2,
-    });
     const input = (adapter: string) => ({
       ...stageInput(spec, `bench-${adapter}`, 'policy', 'base'),
       adapter,
@@ -88,7 +71,7 @@ async function main() {
     for (let step = 1; step <= STEPS; step++) await grpoStep(calls, plain, step, plain.hyperparameters);
 
     // (a) Temporal: one worker process per queue, the stage as a workflow.
-    const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
+    const childEnv: NodeJS.ProcessEnv = { ...process.env, ...stack.env };
     delete childEnv.DATABASE_URL;
     delete childEnv.TEMPORAL_ADDRESS;
     for (const queue of WORKER_QUEUES)
@@ -135,11 +118,7 @@ async function main() {
     });
   } finally {
     workers.forEach((w) => w.kill('SIGTERM'));
-    await stopModelServer(config);
-    await pool.end();
-    await stopTemporal(config);
-    await stopPostgres(config);
-    fs.rmSync(work, { recursive: true, force: true });
+    await stack.stop();
   }
 }
 

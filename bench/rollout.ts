@@ -6,20 +6,10 @@
  *
  *   make bench-rollout
  */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import OpenAI from 'openai';
-import { loadConfig } from '../src/config';
-import { migrate } from '../src/db/migrate';
-import { createPool } from '../src/db/pool';
 import { runEpisode, type AgentSettings, type EpisodeQuestion } from '../src/env/emailAgent';
 import { storeTrajectory } from '../src/env/trajectoryStore';
-import { generateQuestions } from '../src/mail/generateQuestions';
-import { ingest } from '../src/mail/ingest';
-import { readMaildir } from '../src/mail/sources';
-import { startModelServer, stopModelServer } from '../src/stack/modelServer';
-import { startPostgres, stopPostgres } from '../src/stack/postgres';
+import { startBenchStack } from './benchStack';
 import { writeResult } from './util';
 
 const LEVELS = [1, 8, 32];
@@ -35,27 +25,13 @@ const SETTINGS: AgentSettings = {
 };
 
 async function main() {
-  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'evalrl-bench-rollout-'));
-  fs.chmodSync(work, 0o755);
-  const config = loadConfig({
-    ...process.env,
-    EVALRL_DATA_DIR: work,
-    EVALRL_PG_PORT: '36433',
-    EVALRL_MODEL_SERVER_URL: 'http://127.0.0.1:18124',
-    DATABASE_URL: undefined,
-  });
-  await startPostgres(config);
-  const pool = createPool(config, 40);
+  const stack = await startBenchStack(
+    'rollout',
+    { EVALRL_PG_PORT: '36433', EVALRL_MODEL_SERVER_URL: 'http://127.0.0.1:18124' },
+    { temporal: false, modelServer: { mode: 'throughput', maxBatch: 32, threads: 2 } },
+  );
+  const { config, pool } = stack;
   try {
-    await migrate(pool);
-    await ingest(pool, readMaildir(config.maildir));
-    await generateQuestions(pool, { seed: '0', testFraction: 0.3 });
-    await startModelServer(config, {
-      checkpoints: path.join(work, 'checkpoints'),
-      mode: 'throughput',
-      maxBatch: 32,
-      threads: 2,
-    });
     const llm = new OpenAI({ baseURL: `${config.modelServer.url}/v1`, apiKey: 'unused', maxRetries: 0 });
     const { rows } = await pool.query(
       `SELECT q.id, q.question, q.inbox_id, q.query_date, i.address FROM questions q JOIN inboxes i ON i.id = q.inbox_id
@@ -122,10 +98,7 @@ async function main() {
       model: 'SmolLM2-135M-Instruct (CPU, throughput mode, max batch 32)',
     });
   } finally {
-    await stopModelServer(config);
-    await pool.end();
-    await stopPostgres(config);
-    fs.rmSync(work, { recursive: true, force: true });
+    await stack.stop();
   }
 }
 

@@ -2,6 +2,7 @@
 import { Runtime } from '@temporalio/worker';
 import { Command } from 'commander';
 import { registerDemoCommand } from './demo';
+import { registerEvalCommand } from './evalCommand';
 import { registerExperimentCommand } from './experimentCommand';
 import { registerIngestCommand } from './ingestCommand';
 import { fail } from './output';
@@ -23,6 +24,7 @@ registerWorkerCommand(program);
 registerIngestCommand(program);
 registerQuestionsCommand(program);
 registerRunCommands(program);
+registerEvalCommand(program);
 registerExperimentCommand(program);
 registerReportCommand(program);
 registerDemoCommand(program);

@@ -11,6 +11,8 @@ import {
   setHyperparametersUpdate,
   type Hyperparameters,
 } from '../workflows/messages';
+import type { EvaluateInput } from '../activities/trainingRun';
+import { evaluation } from '../workflows/evaluation';
 import { experimentLadder } from '../workflows/experimentLadder';
 import { retrySignal, runStatusQuery, trainingRun, type RunStatus } from '../workflows/trainingRun';
 
@@ -83,6 +85,15 @@ export class RunClient {
     });
     onStarted(experimentId);
     return handle.result();
+  }
+
+  /** Evaluates an adapter (or `base`) on held-out data; stored under the run id `input.runId`. */
+  async evaluate(input: EvaluateInput) {
+    return this.client.workflow.execute(evaluation, {
+      taskQueue: TASK_QUEUES.workflows,
+      workflowId: `${input.runId}/${input.label}`,
+      args: [input],
+    });
   }
 
   async list(): Promise<RunSummary[]> {

@@ -1,3 +1,4 @@
+export { evaluation } from './evaluation';
 export { experimentLadder } from './experimentLadder';
 export { grpoStage } from './grpoStage';
 export { stackCheck } from './stackCheck';

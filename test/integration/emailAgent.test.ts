@@ -15,6 +15,7 @@ import { loadSkills } from '../../src/reward/skills';
 import { runVerifier, VERIFIERS } from '../../src/reward/verifiers';
 import { stopModelServer } from '../../src/stack/modelServer';
 import { episodeFacts } from '../episodeFacts';
+import { loadTestQuestion } from './runFixtures';
 import { cli, stackConfig, startTinyModelServer, tempDataDir, TEST_STACK_ENV } from './testStack';
 
 jest.setTimeout(300_000);
@@ -40,21 +41,7 @@ const settings = (over: Partial<AgentSettings> = {}): AgentSettings => ({
 beforeAll(async () => {
   await cli(['ingest', TEST_STACK_ENV.EVALRL_MAILDIR]);
   await cli(['questions', 'generate']);
-  const { rows } = await pool.query(
-    `SELECT q.id, q.question, q.answer, q.message_ids, q.inbox_id, q.query_date, i.address
-     FROM questions q JOIN inboxes i ON i.id = q.inbox_id WHERE q.inbox_id = 'allen-p' AND q.source = 'template:who_sent'
-     ORDER BY q.id LIMIT 1`,
-  );
-  const r = rows[0];
-  question = {
-    id: r.id,
-    question: r.question,
-    answer: r.answer,
-    messageIds: r.message_ids,
-    inbox: r.inbox_id,
-    inboxAddress: r.address,
-    queryDate: r.query_date,
-  };
+  question = await loadTestQuestion(pool);
   server = await startTinyModelServer(dir, 18002);
   llm = new OpenAI({ baseURL: `${server.modelServer.url}/v1`, apiKey: 'unused' });
 });

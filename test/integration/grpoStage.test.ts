@@ -1,14 +1,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
 import { Runtime, Worker } from '@temporalio/worker';
 import { workerLogger } from '../../src/workers/logger';
 import type { Config } from '../../src/config';
-import { createPool } from '../../src/db/pool';
 import { rewardWeightsSchema } from '../../src/reward/deterministic';
 import { stopModelServer } from '../../src/stack/modelServer';
 import { TASK_QUEUES } from '../../src/taskQueues';
-import { createWorkers, runWorkersUntil } from '../../src/workers/start';
 import type { GrpoStageInput } from '../../src/grpo/stage';
 import { grpoStage } from '../../src/workflows/grpoStage';
 import {
@@ -18,6 +15,7 @@ import {
   setHyperparametersUpdate,
   stageStatusQuery,
 } from '../../src/workflows/messages';
+import { withWorkers } from './runFixtures';
 import { cli, stackConfig, startTinyModelServer, tempDataDir, TEST_STACK_ENV } from './testStack';
 
 jest.setTimeout(600_000);
@@ -81,23 +79,6 @@ const baseInput = (runId: string, adapter: string, steps: number): GrpoStageInpu
   continueAsNewEverySteps: 1,
 });
 
-async function withStage<T>(
-  use: (client: Client, pool: ReturnType<typeof createPool>) => Promise<T>,
-): Promise<T> {
-  const pool = createPool(config);
-  const workers = await createWorkers(config, pool, ['workflows', 'cpu', 'rollout', 'judge', 'gpu']);
-  const connection = await Connection.connect({ address: config.temporal.address });
-  try {
-    return await runWorkersUntil(
-      workers,
-      use(new Client({ connection, namespace: config.temporal.namespace }), pool),
-    );
-  } finally {
-    await connection.close();
-    await pool.end();
-  }
-}
-
 async function waitFor(check: () => Promise<boolean>, ms = 120_000) {
   const deadline = Date.now() + ms;
   while (!(await check())) {
@@ -109,7 +90,7 @@ async function waitFor(check: () => Promise<boolean>, ms = 120_000) {
 const checkpointSteps = (adapter: string) => fs.readdirSync(path.join(dir, 'checkpoints', adapter)).sort();
 
 it('pause stops new steps, setHyperparameters applies from the next step, resume continues', async () => {
-  await withStage(async (client, pool) => {
+  await withWorkers(config, async (client, pool) => {
     const runId = `grpo-stage-pause-${Date.now()}`;
     const handle = await client.workflow.start(grpoStage, {
       taskQueue: TASK_QUEUES.workflows,
@@ -145,7 +126,7 @@ it('pause stops new steps, setHyperparameters applies from the next step, resume
 });
 
 it('cancel ends the stage after the step in flight is checkpointed', async () => {
-  await withStage(async (client) => {
+  await withWorkers(config, async (client) => {
     const runId = `grpo-stage-cancel-${Date.now()}`;
     const handle = await client.workflow.start(grpoStage, {
       taskQueue: TASK_QUEUES.workflows,
@@ -165,7 +146,7 @@ it('cancel ends the stage after the step in flight is checkpointed', async () =>
 
 it('runs GRPO steps of the policy stage on Temporal: every step trained once, trajectories stored once', async () => {
   const runId = `grpo-stage-${Date.now()}`;
-  await withStage(async (client, pool) => {
+  await withWorkers(config, async (client, pool) => {
     // continueAsNewEverySteps = 1 in baseInput: the two steps run in two workflow runs.
     const handle = await client.workflow.start(grpoStage, {
       taskQueue: TASK_QUEUES.workflows,

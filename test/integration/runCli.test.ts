@@ -62,6 +62,17 @@ it('start → status → set → watch until done → list, with --json for scri
   }
   expect(listed).toContainEqual(expect.objectContaining({ runId: started.runId, state: 'done' }));
 
+  // Evaluations of the trained adapters, outside the run.
+  const policyEval = JSON.parse(
+    (await cli(['eval', 'policy-cli', '--spec', file, '--questions', '2', '--json'], env)).stdout,
+  );
+  expect(policyEval).toMatchObject({ kind: 'policy', model: 'policy-cli', metrics: { episodes: 2 } });
+  const rmEval = JSON.parse(
+    (await cli(['eval', 'rm-cli', '--run', started.runId, '--spec', file, '--questions', '2', '--json'], env))
+      .stdout,
+  );
+  expect(rmEval).toMatchObject({ kind: 'rewardModel', model: 'rm-cli', metrics: { judgements: 2 } });
+
   // The report: a self-contained page with PNG charts beside it, rendered by a real browser.
   const out = path.join(dir, 'report');
   const report = JSON.parse((await cli(['report', started.runId, '--out', out, '--json'], env)).stdout);

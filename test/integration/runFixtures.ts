@@ -1,6 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import type pg from 'pg';
+import type { Config } from '../../src/config';
+import { createPool } from '../../src/db/pool';
 import { parseRunSpec, type RunSpec } from '../../src/runSpec';
+import { createWorkers, runWorkersUntil, WORKER_QUEUES } from '../../src/workers/start';
 
 const root = path.resolve(__dirname, '../..');
 
@@ -55,4 +60,42 @@ export async function stopWorker(child: ChildProcess, signal: NodeJS.Signals = '
   const exited = new Promise((r) => child.once('exit', r));
   child.kill(signal);
   await exited;
+}
+
+/** Runs `use` with in-process workers for every queue, a Temporal client and a pool, all closed after. */
+export async function withWorkers<T>(
+  config: Config,
+  use: (client: Client, pool: pg.Pool) => Promise<T>,
+): Promise<T> {
+  const pool = createPool(config);
+  const workers = await createWorkers(config, pool, WORKER_QUEUES);
+  const connection = await Connection.connect({ address: config.temporal.address });
+  try {
+    return await runWorkersUntil(
+      workers,
+      use(new Client({ connection, namespace: config.temporal.namespace }), pool),
+    );
+  } finally {
+    await connection.close();
+    await pool.end();
+  }
+}
+
+/** The test question the agent tests share: the first "who sent" question of allen-p's inbox. */
+export async function loadTestQuestion(pool: pg.Pool) {
+  const { rows } = await pool.query(
+    `SELECT q.id, q.question, q.answer, q.message_ids, q.inbox_id, q.query_date, i.address
+     FROM questions q JOIN inboxes i ON i.id = q.inbox_id WHERE q.inbox_id = 'allen-p' AND q.source = 'template:who_sent'
+     ORDER BY q.id LIMIT 1`,
+  );
+  const r = rows[0];
+  return {
+    id: r.id as string,
+    question: r.question as string,
+    answer: r.answer as string,
+    messageIds: r.message_ids as string[],
+    inbox: r.inbox_id as string,
+    inboxAddress: r.address as string,
+    queryDate: r.query_date as Date,
+  };
 }

@@ -13,6 +13,7 @@ import { judge, type JudgeSettings } from '../../src/reward/judge';
 import { loadSkills } from '../../src/reward/skills';
 import { VERIFIERS } from '../../src/reward/verifiers';
 import { stopModelServer } from '../../src/stack/modelServer';
+import { loadTestQuestion } from './runFixtures';
 import { cli, stackConfig, startTinyModelServer, tempDataDir, TEST_STACK_ENV } from './testStack';
 
 /**
@@ -33,21 +34,8 @@ let question: EpisodeQuestion & { answer: string; goldId: string };
 beforeAll(async () => {
   await cli(['ingest', TEST_STACK_ENV.EVALRL_MAILDIR]);
   await cli(['questions', 'generate']);
-  const { rows } = await pool.query(
-    `SELECT q.question, q.answer, q.message_ids, q.inbox_id, q.query_date, i.address
-     FROM questions q JOIN inboxes i ON i.id = q.inbox_id WHERE q.inbox_id = 'allen-p' AND q.source = 'template:who_sent'
-     ORDER BY q.id LIMIT 1`,
-  );
-  const r = rows[0];
-  question = {
-    question: r.question,
-    answer: r.answer,
-    goldId: r.message_ids[0],
-    inbox: r.inbox_id,
-    inboxAddress: r.address,
-    queryDate: r.query_date,
-  };
-  // Wider initial weights: at the default 0.02 the tiny model's logits are too flat for an adapter to sharpen.
+  const q = await loadTestQuestion(pool);
+  question = { ...q, goldId: q.messageIds[0] };
   server = await startTinyModelServer(dir, 18006, { initRange: 0.2 });
   llm = new OpenAI({ baseURL: `${server.modelServer.url}/v1`, apiKey: 'unused', maxRetries: 0 });
   modelServer = new ModelServerClient({ url: server.modelServer.url });

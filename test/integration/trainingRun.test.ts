@@ -1,16 +1,14 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
+import { WorkflowFailedError } from '@temporalio/client';
 import { Runtime, Worker } from '@temporalio/worker';
 import { workerLogger } from '../../src/workers/logger';
 import type { Config } from '../../src/config';
-import { createPool } from '../../src/db/pool';
 import { startModelServer, stopModelServer } from '../../src/stack/modelServer';
 import { TASK_QUEUES } from '../../src/taskQueues';
-import { createWorkers, runWorkersUntil, WORKER_QUEUES } from '../../src/workers/start';
 import { cancelSignal, pauseSignal, resumeSignal } from '../../src/workflows/messages';
 import { retrySignal, runStatusQuery, trainingRun } from '../../src/workflows/trainingRun';
-import { tinyRunSpec, waitFor } from './runFixtures';
+import { tinyRunSpec, waitFor, withWorkers } from './runFixtures';
 import { cli, startTinyModelServer, tempDataDir, TEST_STACK_ENV } from './testStack';
 
 jest.setTimeout(900_000);
@@ -29,26 +27,11 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-async function withWorkers<T>(use: (client: Client, pool: ReturnType<typeof createPool>) => Promise<T>) {
-  const pool = createPool(config);
-  const workers = await createWorkers(config, pool, WORKER_QUEUES);
-  const connection = await Connection.connect({ address: config.temporal.address });
-  try {
-    return await runWorkersUntil(
-      workers,
-      use(new Client({ connection, namespace: config.temporal.namespace }), pool),
-    );
-  } finally {
-    await connection.close();
-    await pool.end();
-  }
-}
-
 const checkpoints = (adapter: string) => fs.readdirSync(path.join(dir, 'checkpoints', adapter)).sort();
 
 it('runs both stages: the policy is judged by the reward-model adapter stage 1 trained', async () => {
   const spec = tinyRunSpec('full');
-  await withWorkers(async (client, pool) => {
+  await withWorkers(config, async (client, pool) => {
     const runId = `run-full-${Date.now()}`;
     const handle = await client.workflow.start(trainingRun, {
       taskQueue: TASK_QUEUES.workflows,
@@ -146,7 +129,7 @@ it('a stage that fails after its retries blocks the run; retry with a new learni
   const spec = tinyRunSpec('blocked');
   spec.activities.maximumAttempts = 2;
   spec.stages.rewardModel.steps = 3; // wherever the pause lands after step 1, a step is left to fail
-  await withWorkers(async (client, pool) => {
+  await withWorkers(config, async (client, pool) => {
     const runId = `run-blocked-${Date.now()}`;
     const handle = await client.workflow.start(trainingRun, {
       taskQueue: TASK_QUEUES.workflows,
@@ -192,7 +175,7 @@ it('cancel while blocked ends the run', async () => {
   spec.activities.maximumAttempts = 1;
   await stopModelServer(config, 'SIGKILL');
   try {
-    await withWorkers(async (client) => {
+    await withWorkers(config, async (client) => {
       const runId = `run-cancel-blocked-${Date.now()}`;
       const handle = await client.workflow.start(trainingRun, {
         taskQueue: TASK_QUEUES.workflows,
