@@ -114,7 +114,7 @@ async function main() {
       seconds_per_step: { temporal: a, plain: b },
       temporal_share_per_step: share,
       setup:
-        'demo spec policy stage (examples/demo.yaml), SmolLM2-135M on CPU (2 threads), one worker process per queue',
+        'demo spec policy stage (examples/demo.yaml), SmolLM2-135M on CPU (2 threads, deterministic mode), one worker process per queue',
     });
   } finally {
     workers.forEach((w) => w.kill('SIGTERM'));
