@@ -19,12 +19,14 @@ export interface LadderRow {
  * started together; the reward-model stage runs once, in the second.
  */
 export async function experimentLadder({ experimentId, spec }: { experimentId: string; spec: RunSpec }) {
+  // Adapters of their own per experiment (an adapter belongs to one run): the variant and the id's tail.
+  const adapter = (name: string, tag: string) => `${name}-${tag}-${experimentId.slice(-20)}`.slice(0, 64);
   const variant = (tag: string, rewardModelStage: boolean): RunSpec => ({
     ...spec,
     name: `${spec.name}-${tag}`,
     models: {
-      policy: { ...spec.models.policy, adapter: `${spec.models.policy.adapter}-${tag}` },
-      rewardModel: { ...spec.models.rewardModel, adapter: `${spec.models.rewardModel.adapter}-${tag}` },
+      policy: { ...spec.models.policy, adapter: adapter(spec.models.policy.adapter, tag) },
+      rewardModel: { ...spec.models.rewardModel, adapter: adapter(spec.models.rewardModel.adapter, tag) },
     },
     stages: { ...spec.stages, rewardModel: { ...spec.stages.rewardModel, enabled: rewardModelStage } },
   });
