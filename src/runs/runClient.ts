@@ -9,6 +9,7 @@ import {
   pauseSignal,
   resumeSignal,
   setHyperparametersUpdate,
+  stageStatusQuery,
   type Hyperparameters,
 } from '../workflows/messages';
 import type { EvaluateInput } from '../activities/trainingRun';
@@ -132,8 +133,18 @@ export class RunClient {
   async status(runId: string): Promise<RunStatus & { workflowStatus: string }> {
     const handle = await this.handle(runId);
     const { status } = await handle.describe();
-    if (status.name === 'RUNNING')
-      return { ...(await handle.query(runStatusQuery)), workflowStatus: status.name };
+    if (status.name === 'RUNNING') {
+      const run = await handle.query(runStatusQuery);
+      // The run hears from its stage once a step; the stage itself knows the phase of the step in flight.
+      if (run.stageWorkflowId) {
+        const live = await this.client.workflow
+          .getHandle(run.stageWorkflowId)
+          .query(stageStatusQuery)
+          .catch(() => undefined);
+        if (live) run.stages = { ...run.stages, [live.stage]: live };
+      }
+      return { ...run, workflowStatus: status.name };
+    }
     if (status.name === 'COMPLETED') return { ...(await handle.result()), workflowStatus: status.name };
     const failure = await handle.result().then(
       () => 'unknown',
