@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Client, Connection, WorkflowNotFoundError, type WorkflowHandle } from '@temporalio/client';
 import type { Config } from '../config';
+import { rootMessage } from '../rootMessage';
 import type { RunSpec } from '../runSpec';
 import { temporalUiUrl } from '../stack/temporal';
 import { TASK_QUEUES } from '../taskQueues';
@@ -178,13 +179,7 @@ export class RunClient {
     try {
       return await handle.executeUpdate(setHyperparametersUpdate, { args: [hyperparameters] });
     } catch (err) {
-      throw new Error(rootMessage(err as Error));
+      throw new Error(rootMessage(err));
     }
   }
-}
-
-function rootMessage(err: Error): string {
-  let e = err as Error & { cause?: unknown };
-  while (e.cause instanceof Error) e = e.cause as typeof e;
-  return e.message;
 }

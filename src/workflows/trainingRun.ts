@@ -8,6 +8,7 @@ import {
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import { agentTemplate, judgeTemplate, stageInput, type StageName } from '../grpo/stage';
+import { rootMessage } from '../rootMessage';
 import type { RunSpec } from '../runSpec';
 import { RUN_ID, STAGE, STATUS, STEP } from '../searchAttributes';
 import { TASK_QUEUES } from '../taskQueues';
@@ -231,12 +232,6 @@ export async function trainingRun({ runId, spec }: TrainingRunInput): Promise<Ru
   status.phase = 'done';
   publish();
   return status;
-}
-
-function rootMessage(err: unknown): string {
-  let e = err as { message?: string; cause?: unknown };
-  while (e.cause) e = e.cause as typeof e;
-  return e.message ?? String(err);
 }
 
 function mergeEvaluations(all: EvaluationResult[], more: EvaluationResult[]) {
