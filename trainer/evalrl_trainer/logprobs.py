@@ -22,11 +22,9 @@ def token_logprobs(
     keep = torch.arange(T - 1, device=input_ids_BT.device)
     if needed_BT is not None:
         keep = torch.nonzero(needed_BT[:, 1:].any(0)).squeeze(-1)
-    # Sequences are right-padded, so under causal attention no real token sees a pad: no mask is needed, and
-    # attention keeps the fused causal kernel (a mask sends CPU attention down the math path, whose memory
-    # grows with the square of the length: a 4 × 1,500-token micro-batch of SmolLM2 took over 20 GB).
-    assert bool((attention_BT[:, 1:] <= attention_BT[:, :-1]).all()), "token_logprobs expects right padding"
-    logits_BKV = model(input_ids=input_ids_BT, use_cache=False, logits_to_keep=keep).logits
+    # No KV cache in training; an all-ones mask is dropped so attention can take the fused causal kernel.
+    mask = None if bool(attention_BT.all()) else attention_BT
+    logits_BKV = model(input_ids=input_ids_BT, attention_mask=mask, use_cache=False, logits_to_keep=keep).logits
     V = logits_BKV.shape[-1]
     targets_BK = input_ids_BT[:, keep + 1]
     nll = F.cross_entropy(logits_BKV.float().reshape(-1, V), targets_BK.reshape(-1), reduction="none")
