@@ -8,6 +8,7 @@ EVALRL := node dist/src/cli/main.js
 
 setup: node_modules/.evalrl-installed
 	@bash infra/python-env.sh
+	@bash infra/jemalloc.sh
 
 node_modules/.evalrl-installed: package.json package-lock.json
 	npm ci --no-audit --no-fund

@@ -7,6 +7,7 @@ import { createPool } from '../src/db/pool';
 import { generateQuestions } from '../src/mail/generateQuestions';
 import { ingest } from '../src/mail/ingest';
 import { readMaildir } from '../src/mail/sources';
+import { createStore } from '../src/store';
 import { startModelServer, stopModelServer, type ModelServerSettings } from '../src/stack/modelServer';
 import { startPostgres, stopPostgres } from '../src/stack/postgres';
 import { startTemporal, stopTemporal } from '../src/stack/temporal';
@@ -34,7 +35,7 @@ export async function startBenchStack(
   const pool = createPool(config, options.poolSize ?? 40);
   await migrate(pool);
   await ingest(pool, readMaildir(config.maildir));
-  await generateQuestions(pool, { seed: '0', testFraction: 0.3 });
+  await generateQuestions(createStore(pool), { seed: '0', testFraction: 0.3 });
   await startModelServer(config, { ...options.modelServer, checkpoints: path.join(work, 'checkpoints') });
   return {
     config,

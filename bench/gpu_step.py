@@ -20,7 +20,8 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trainer"))
 from evalrl_trainer.base_model import compile_decoder_layers  # noqa: E402
 from evalrl_trainer.lora import LoraSettings, with_lora  # noqa: E402
-from evalrl_trainer.train_step import Batch, StepConfig, train_step  # noqa: E402
+from evalrl_trainer.grpo import LossConfig  # noqa: E402
+from evalrl_trainer.train_step import Sequence, StepConfig, train_step  # noqa: E402
 
 SEQS, SEQ_LEN = 8, 2048
 STEPS, WARMUP = int(os.environ.get("STEPS", 7)), 2  # the first step compiles
@@ -50,10 +51,12 @@ def main():
     optimizer = torch.optim.AdamW(trainable, lr=1e-5, fused=True)
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, QWEN3_4B.vocab_size, (SEQS, SEQ_LEN), generator=g)
-    mask = torch.zeros(SEQS, SEQ_LEN)
-    mask[:, 512:] = 1  # prompt 512 tokens, completion 1,536
-    batch = Batch(ids, torch.ones_like(ids), mask, -torch.rand(SEQS, SEQ_LEN, generator=g) * mask, torch.randn(SEQS, generator=g))
-    cfg = StepConfig(learning_rate=1e-5, micro_batch=MICRO)
+    mask = [0] * 512 + [1] * (SEQ_LEN - 512)  # prompt 512 tokens, completion 1,536
+    batch = [
+        Sequence(ids[i].tolist(), mask, (-torch.rand(SEQ_LEN, generator=g)).tolist(), float(torch.randn(1, generator=g)))
+        for i in range(SEQS)
+    ]
+    cfg = StepConfig(learning_rate=1e-5, max_grad_norm=1.0, loss=LossConfig(), tokens_per_micro_batch=MICRO * SEQ_LEN)
     times = []
     for step in range(STEPS):
         torch.cuda.synchronize()

@@ -14,10 +14,10 @@ import { Client, Connection } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createActivities } from '../src/activities';
 import { stageInput } from '../src/grpo/stage';
-import { grpoStep, type GrpoStepCalls } from '../src/grpo/step';
+import { grpoStep, type StepCalls } from '../src/grpo/step';
 import { repoRoot } from '../src/paths';
 import { loadRunSpec } from '../src/runSpec';
-import { TASK_QUEUES } from '../src/taskQueues';
+import { TASK_QUEUES } from '../src/contract';
 import { WORKER_QUEUES } from '../src/workers/start';
 import { grpoStage } from '../src/workflows/grpoStage';
 import { startBenchStack } from './benchStack';
@@ -42,7 +42,7 @@ async function main() {
   const workers: ChildProcess[] = [];
   try {
     const input = (adapter: string) => ({
-      ...stageInput(spec, `bench-${adapter}`, 'policy', 'base'),
+      ...stageInput(spec, `bench-${adapter}`, 'policy'),
       adapter,
       steps: STEPS,
       startStep: 1,
@@ -58,13 +58,13 @@ async function main() {
       <I, O>(fn: (input: I) => Promise<O>) =>
       (i: I) =>
         context.run(fn, i) as Promise<O>;
-    const calls: GrpoStepCalls = {
+    const calls: StepCalls = {
       sampleTasks: local(activities.cpu.sampleTasks),
       rolloutGroup: local(activities.rollout.rolloutGroup),
-      judgeGroup: local(activities.judge.judgeGroup),
+      rewardGroup: local(activities.judge.rewardGroup),
       computeAdvantages: local(activities.cpu.computeAdvantages),
       trainStep: local(activities.gpuHost.trainStep),
-      publishAdapter: local(activities.gpuHost.publishAdapter),
+      recordAdapterVersion: local(activities.cpu.recordAdapterVersion),
       recordStepMetrics: local(activities.cpu.recordStepMetrics),
     };
     const plain = input('plain');

@@ -8,7 +8,8 @@
  */
 import OpenAI from 'openai';
 import { runEpisode, type AgentSettings, type EpisodeQuestion } from '../src/env/emailAgent';
-import { storeTrajectory } from '../src/env/trajectoryStore';
+import { deterministicReward, rewardWeightsSchema } from '../src/reward/deterministic';
+import { createStore } from '../src/store';
 import { startBenchStack } from './benchStack';
 import { writeResult } from './util';
 
@@ -22,6 +23,8 @@ const SETTINGS: AgentSettings = {
   topP: 1,
   timeoutMs: 600_000,
   demonstration: true,
+  searchHits: 10,
+  bodyChars: 4000,
 };
 
 async function main() {
@@ -31,6 +34,8 @@ async function main() {
     { temporal: false, modelServer: { mode: 'throughput', maxBatch: 32, threads: 2 } },
   );
   const { config, pool } = stack;
+  const store = createStore(pool);
+  const gold = { answer: '-', messageIds: ['-'] }; // rollout speed only: the reward is not read
   try {
     const llm = new OpenAI({ baseURL: `${config.modelServer.url}/v1`, apiKey: 'unused', maxRetries: 0 });
     const { rows } = await pool.query(
@@ -49,7 +54,7 @@ async function main() {
     console.log(
       `bench/rollout: SmolLM2-135M on CPU, ${SETTINGS.maxTurns} turns × ${SETTINGS.maxTokensPerTurn} tokens per episode`,
     );
-    await runEpisode(llm, pool, questions[0].q, SETTINGS); // warm-up
+    await runEpisode(llm, store.mailbox, questions[0].q, SETTINGS); // warm-up
 
     const perLevel: Record<
       string,
@@ -60,10 +65,15 @@ async function main() {
       const started = Date.now();
       const results = await Promise.all(
         batch.map(async ({ id, q }, i) => {
-          const t = await runEpisode(llm, pool, q, { ...SETTINGS, seed: i });
+          const t = await runEpisode(llm, store.mailbox, q, { ...SETTINGS, seed: i });
           const key = { runId: 'bench-rollout', stage: 'policy', step: c, taskId: id, sample: i };
           const s = Date.now();
-          await storeTrajectory(pool, key, id, t);
+          await store.episodes.storeEpisode(
+            key,
+            id,
+            t,
+            deterministicReward(t.facts, gold, SETTINGS.maxTurns, rewardWeightsSchema.parse({})),
+          );
           return {
             wall: t.wallMs + (Date.now() - s),
             model: t.turns.reduce((n, turn) => n + turn.modelMs, 0),

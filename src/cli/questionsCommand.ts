@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../config';
 import { createPool } from '../db/pool';
+import { createStore } from '../store';
 import { migrate } from '../db/migrate';
 import { generateQuestions } from '../mail/generateQuestions';
 import { print } from './output';
@@ -22,7 +23,7 @@ export function registerQuestionsCommand(program: Command) {
       const config = loadConfig();
       const pool = createPool(config, 2);
       await migrate(pool);
-      const report = await generateQuestions(pool, {
+      const report = await generateQuestions(createStore(pool), {
         seed: opts.seed,
         testFraction,
         teacher: config.teacher,

@@ -1,9 +1,13 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../config';
+import { createPool } from '../db/pool';
+import { healthFlags } from '../runs/health';
+import { createStore } from '../store';
 import { RunClient } from '../runs/runClient';
 import { loadRunSpec } from '../runSpec';
 import { print } from './output';
-import { describeRun, parseAssignments } from './runFormat';
+import { parseAssignments } from '../hyperparameters';
+import { describeRun } from './runFormat';
 import { watchRun } from './watchRun';
 
 async function withRuns<T>(use: (runs: RunClient) => Promise<T>): Promise<T> {
@@ -62,7 +66,14 @@ export function registerRunCommands(program: Command) {
     .action(async (runId: string, opts: { json?: boolean }) =>
       withRuns(async (runs) => {
         const s = await runs.status(runId);
-        print(!!opts.json, s, () => describeRun(s));
+        const pool = createPool(loadConfig(), 1);
+        const flags = healthFlags(
+          await createStore(pool)
+            .runs.stepHistory(runId)
+            .finally(() => pool.end()),
+          s.evaluations,
+        );
+        print(!!opts.json, { ...s, health: flags }, () => describeRun(s, flags));
       }),
     );
 
@@ -94,14 +105,14 @@ export function registerRunCommands(program: Command) {
     .description('retry the blocked phase of a run, optionally with new hyperparameters (key=value)')
     .action(async (runId: string, settings: string[]) =>
       withRuns(async (runs) => {
-        await runs.retry(runId, settings.length ? parseAssignments(settings) : undefined);
-        console.log(`retry: sent to run ${runId}`);
+        const { phase } = await runs.retry(runId, settings.length ? parseAssignments(settings) : undefined);
+        console.log(`retry: run ${runId} retries its ${phase} phase`);
       }),
     );
 
   run
     .command('set <runId> <settings...>')
-    .description('change hyperparameters from the next step, e.g. `lr=1e-5 clip_high=0.3`')
+    .description('change hyperparameters from the next step, e.g. `learning_rate=1e-5 clip_high=0.3`')
     .option('--json', 'machine-readable output')
     .action(async (runId: string, settings: string[], opts: { json?: boolean }) =>
       withRuns(async (runs) => {

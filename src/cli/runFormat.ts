@@ -1,31 +1,5 @@
-import type { Hyperparameters } from '../workflows/messages';
-import type { RunStatus } from '../workflows/trainingRun';
-
-const SETTABLE: Record<string, keyof Hyperparameters> = {
-  lr: 'learning_rate',
-  learning_rate: 'learning_rate',
-  clip_low: 'clip_low',
-  clip_high: 'clip_high',
-  kl_coef: 'kl_coef',
-  max_grad_norm: 'max_grad_norm',
-  micro_batch: 'micro_batch',
-  loss_aggregation: 'loss_aggregation',
-};
-
-/** `key=value` pairs of `evalrl run set`; an unknown key or a bad value is refused, naming the pair. */
-export function parseAssignments(pairs: string[]): Hyperparameters {
-  const out: Record<string, string | number> = {};
-  for (const pair of pairs) {
-    const [key, value, ...rest] = pair.split('=');
-    const name = SETTABLE[key];
-    if (!name || value === undefined || value === '' || rest.length)
-      throw new Error(`"${pair}": expected key=value with key one of ${Object.keys(SETTABLE).join(', ')}`);
-    if (name === 'loss_aggregation') out[name] = value;
-    else if (Number.isFinite(Number(value))) out[name] = Number(value);
-    else throw new Error(`"${pair}": ${key} takes a number`);
-  }
-  return out as Hyperparameters;
-}
+import type { RunStatus } from '../contract';
+import { describeFlag, type HealthFlag } from '../runs/health';
 
 const TICKS = '▁▂▃▄▅▆▇█';
 
@@ -49,8 +23,8 @@ export function duration(seconds: number | null): string {
 
 const fmt = (x: number | undefined) => (x == null ? '–' : Math.abs(x) >= 100 ? x.toFixed(0) : x.toFixed(3));
 
-/** The human-readable status of a run. */
-export function describeRun(s: RunStatus): string[] {
+/** The human-readable status of a run, with the learning signal's health flags. */
+export function describeRun(s: RunStatus, flags: HealthFlag[] = []): string[] {
   const lines = [`run ${s.runId} (${s.name}): ${s.state}, phase ${s.phase}, ETA ${duration(s.etaSeconds)}`];
   if (s.blocked)
     lines.push(
@@ -68,10 +42,11 @@ export function describeRun(s: RunStatus): string[] {
     lines.push(
       `  eval ${e.label} (${e.model}): ` +
         (e.kind === 'policy'
-          ? `success ${fmt(e.metrics.successRate)}, IDK ${fmt(e.metrics.idkRate)}, wrong ${fmt(e.metrics.wrongRate)}, turns ${fmt(e.metrics.meanTurns)}`
-          : `agreement ${fmt(e.metrics.agreement)}, precision ${fmt(e.metrics.precision)}, recall ${fmt(e.metrics.recall)}, ECE ${fmt(e.metrics.ece)}`),
+          ? `success ${fmt(e.metrics.successRate)} ± ${fmt(e.metrics.successSe)} (n ${e.metrics.episodes}), IDK ${fmt(e.metrics.idkRate)}, wrong ${fmt(e.metrics.wrongRate)}, turns ${fmt(e.metrics.meanTurns)}`
+          : `agreement ${fmt(e.metrics.agreement)} ± ${fmt(e.metrics.agreementSe)} (n ${e.metrics.judgements}), precision ${fmt(e.metrics.precision)}, recall ${fmt(e.metrics.recall)}, ECE ${fmt(e.metrics.ece)}, failed ${e.metrics.failures}`),
     );
   const ckpt = Object.entries(s.checkpoints).map(([a, n]) => `${a}@step-${n}`);
   if (ckpt.length) lines.push(`  checkpoints: ${ckpt.join(', ')}`);
+  for (const f of flags) lines.push(`  ! ${describeFlag(f)}`);
   return lines;
 }

@@ -1,70 +1,65 @@
-import type pg from 'pg';
 import { z } from 'zod';
-import { readArgsSchema, readEmail, searchArgsSchema, searchEmails, type MailboxScope } from '../mail/search';
+import { readArgsSchema, searchArgsSchema, type Mailbox, type MailboxScope } from '../mail/search';
+import type { ToolSpec } from './agentLoop';
 
 export const finalAnswerSchema = z.object({
   answer: z.string().max(2000).describe('the answer, or "I don\'t know"'),
-  sources: z
-    .array(z.string())
-    .max(20)
-    .default([])
-    .describe('message ids of the emails the answer comes from'),
+  sources: z.array(z.string().max(998)).max(20).default([]).describe('message ids the answer comes from'),
 });
 
-const TOOL_DESCRIPTIONS = {
-  search_emails:
-    'Search the inbox. Every keyword must appear. Returns up to 10 emails with id, subject, sender, date and a snippet.',
-  read_email: 'Read one email of the inbox by its message id.',
-  return_final_answer:
-    'Give the final answer with the message ids of the emails it comes from. Ends the task.',
-} as const;
-const SCHEMAS = {
-  search_emails: searchArgsSchema,
-  read_email: readArgsSchema,
-  return_final_answer: finalAnswerSchema,
+const TOOLS = {
+  search_emails: {
+    schema: searchArgsSchema,
+    description:
+      'Search the inbox; every keyword must appear. Returns emails with id, subject, sender, date, snippet.',
+  },
+  read_email: { schema: readArgsSchema, description: 'Read one email of the inbox by its message id.' },
+  return_final_answer: {
+    schema: finalAnswerSchema,
+    description: 'Give the final answer with the message ids it comes from. Ends the task.',
+  },
 };
-export type ToolName = keyof typeof SCHEMAS;
+export type ToolName = keyof typeof TOOLS;
+const isTool = (name: string): name is ToolName => Object.hasOwn(TOOLS, name);
 
 /** The tools in OpenAI's format, their parameters generated from the same zod schemas that check the calls. */
-export const EMAIL_TOOLS = (Object.keys(SCHEMAS) as ToolName[]).map((name) => ({
-  type: 'function' as const,
+export const EMAIL_TOOLS: ToolSpec[] = (Object.keys(TOOLS) as ToolName[]).map((name) => ({
+  type: 'function',
   function: {
     name,
-    description: TOOL_DESCRIPTIONS[name],
-    parameters: z.toJSONSchema(SCHEMAS[name], { io: 'input' }),
+    description: TOOLS[name].description,
+    parameters: z.toJSONSchema(TOOLS[name].schema, { io: 'input' }),
   },
 }));
+
+/** How much of the mailbox one tool result shows: what a small model's context can hold. */
+export interface ToolLimits {
+  searchHits: number;
+  bodyChars: number;
+}
 
 export type ToolOutcome =
   | { kind: 'result'; content: string; searchedIds?: string[]; readId?: string }
   | { kind: 'final'; answer: string; sources: string[] }
   | { kind: 'unknown_tool' | 'bad_arguments'; content: string };
 
-const BODY_CHARS = 4000;
-
 /**
  * Runs one tool call against the mailbox, always inside the episode's scope (its inbox and query date): the
  * model chooses keywords and ids, never whose mail it reads. Bad calls come back as an error for the model.
  */
 export async function runEmailTool(
-  pool: pg.Pool,
+  mailbox: Mailbox,
   scope: MailboxScope,
   name: string,
-  rawArgs: string,
+  args: Record<string, unknown>,
+  limits: ToolLimits,
 ): Promise<ToolOutcome> {
-  if (!(name in SCHEMAS)) {
+  if (!isTool(name))
     return {
       kind: 'unknown_tool',
-      content: `Error: unknown tool "${name}". Available: ${Object.keys(SCHEMAS).join(', ')}.`,
+      content: `Error: unknown tool "${name.slice(0, 80)}". Available: ${Object.keys(TOOLS).join(', ')}.`,
     };
-  }
-  let json: unknown;
-  try {
-    json = JSON.parse(rawArgs || '{}');
-  } catch {
-    return { kind: 'bad_arguments', content: `Error: the arguments of ${name} are not valid JSON.` };
-  }
-  const parsed = SCHEMAS[name as ToolName].safeParse(json);
+  const parsed = TOOLS[name].schema.safeParse(args);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     return {
@@ -73,17 +68,20 @@ export async function runEmailTool(
     };
   }
   if (name === 'return_final_answer') {
-    const args = parsed.data as z.infer<typeof finalAnswerSchema>;
-    return { kind: 'final', answer: args.answer, sources: args.sources };
+    const { answer, sources } = parsed.data as z.infer<typeof finalAnswerSchema>;
+    return { kind: 'final', answer, sources };
   }
   if (name === 'search_emails') {
-    const hits = await searchEmails(pool, scope, parsed.data as z.infer<typeof searchArgsSchema>);
+    const search = parsed.data as z.infer<typeof searchArgsSchema>;
+    const hits = await mailbox.search(scope, { ...search, limit: Math.min(search.limit, limits.searchHits) });
     return { kind: 'result', content: JSON.stringify(hits), searchedIds: hits.map((h) => h.message_id) };
   }
   const { message_id } = parsed.data as z.infer<typeof readArgsSchema>;
-  const email = await readEmail(pool, scope, message_id);
+  const email = await mailbox.read(scope, message_id);
   if (!email) return { kind: 'result', content: `Error: no email with id ${message_id} in this inbox.` };
   const body =
-    email.body.length > BODY_CHARS ? `${email.body.slice(0, BODY_CHARS)}\n[truncated]` : email.body;
+    email.body.length > limits.bodyChars
+      ? `${email.body.slice(0, limits.bodyChars)}\n[truncated]`
+      : email.body;
   return { kind: 'result', content: JSON.stringify({ ...email, body }), readId: email.message_id };
 }

@@ -1,54 +1,8 @@
-import type { AgentSettings } from '../env/emailAgent';
-import type { TrainHyperparameters } from '../modelServer/schemas';
-import type { RewardWeights } from '../reward/deterministic';
-import type { JudgeSettings } from '../reward/judge';
+import type { StageInput, StageName } from '../contract';
+import type { AgentTemplate } from '../env/emailAgent';
+import type { JudgeTemplate } from '../reward/judge';
 import type { RunSpec } from '../runSpec';
-
-export type StageName = 'rewardModel' | 'policy';
-
-/** Agent and judge settings without the model: each step picks the adapter version it samples from. */
-export type AgentTemplate = Omit<AgentSettings, 'model' | 'seed'>;
-export type JudgeTemplate = Omit<JudgeSettings, 'model' | 'seed'>;
-
-/**
- * What differs between the two stages. The policy's episodes are email searches rewarded by the
- * deterministic layer plus `judge.weight` × the reward model's score; the reward model's episodes are
- * judgements of stored candidate episodes, rewarded by agreement with the teacher's label.
- */
-export type StageEnvironment =
-  | {
-      kind: 'policy';
-      agent: AgentTemplate;
-      weights: RewardWeights;
-      judge: { model: string; weight: number; settings: JudgeTemplate };
-    }
-  | { kind: 'rewardModel'; judge: JudgeTemplate; weights: RewardWeights; agent: AgentTemplate };
-
-export interface ActivityBudget {
-  maximumAttempts: number;
-  heartbeatTimeoutSeconds: number;
-}
-
-export interface GrpoStageInput {
-  runId: string;
-  stage: StageName;
-  seed: number;
-  adapter: string;
-  steps: number;
-  startStep: number;
-  tasksPerStep: number;
-  groupSize: number;
-  env: StageEnvironment;
-  hyperparameters: Partial<TrainHyperparameters>;
-  lora: { rank: number; alpha: number; init_seed?: string };
-  keepCheckpoints: number;
-  divideByStd: boolean;
-  dynamicSampling: { enabled: boolean; minStd: number; maxTopUps: number };
-  evaluation: { everySteps: number; split: 'train' | 'test'; questions: number };
-  activities: ActivityBudget;
-  continueAsNewEverySteps: number;
-  startPaused?: boolean;
-}
+import type { EnvConfig } from './env';
 
 export function agentTemplate(spec: RunSpec): AgentTemplate {
   const s = spec.sampling;
@@ -60,74 +14,133 @@ export function agentTemplate(spec: RunSpec): AgentTemplate {
     topP: s.topP,
     timeoutMs: s.timeoutSeconds * 1000,
     demonstration: s.demonstration,
+    searchHits: s.searchHits,
+    bodyChars: s.bodyChars,
   };
 }
 
 export function judgeTemplate(spec: RunSpec): JudgeTemplate {
+  const j = spec.judge;
   return {
-    mode: spec.judge.mode,
-    maxTurns: spec.judge.maxTurns,
-    maxTokensPerTurn: spec.sampling.maxTokensPerTurn,
-    temperature: spec.sampling.temperature,
-    retries: spec.judge.retries,
+    mode: j.mode,
+    reference: j.reference,
+    maxTurns: j.maxTurns,
+    maxTokensPerTurn: j.maxTokensPerTurn,
+    contextTokens: spec.sampling.contextTokens,
+    temperature: j.temperature,
+    topP: 1,
+    retries: j.retries,
     timeoutMs: spec.sampling.timeoutSeconds * 1000,
   };
 }
 
-export function hyperparameters(s: RunSpec['stages'][StageName]): Partial<TrainHyperparameters> {
-  return {
-    learning_rate: s.learningRate,
-    clip_low: s.clipLow,
-    clip_high: s.clipHigh,
-    kl_coef: s.klCoef,
-    loss_aggregation: s.lossAggregation,
-    max_grad_norm: s.maxGradNorm,
-    micro_batch: s.microBatch,
-  };
+/** The adapter a stage trains: warm starts train their own, which the GRPO stages then start from. */
+export function stageAdapter(spec: RunSpec, stage: StageName): string {
+  switch (stage) {
+    case 'policyWarmStart':
+      return `${spec.models.policy.adapter}-warm`;
+    case 'judgeWarmStart':
+      return `${spec.models.rewardModel.adapter}-warm`;
+    default:
+      return spec.models[stage].adapter;
+  }
 }
 
-/** A stage of a run, from its spec. `judgeModel` is what scores the policy: the trained RM adapter or `base`. */
-export function stageInput(
-  spec: RunSpec,
-  runId: string,
-  stage: StageName,
-  judgeModel: string,
-): Omit<GrpoStageInput, 'startStep'> {
+/** Steps of a stage: GRPO stages say so; a warm start makes `epochs` passes over its demonstrations. */
+export function stageSteps(spec: RunSpec, stage: StageName): number {
+  if (stage === 'policy' || stage === 'rewardModel') return spec.stages[stage].steps;
+  const w = spec.stages[stage];
+  return Math.ceil((w.demonstrations * w.epochs) / w.tasksPerStep);
+}
+
+export function stageEnabled(spec: RunSpec, stage: StageName): boolean {
+  return spec.stages[stage].enabled;
+}
+
+/** Where a GRPO stage's adapter starts: the given checkpoint, else its warm start's last step, else fresh. */
+export function initialCheckpoint(spec: RunSpec, stage: 'policy' | 'rewardModel'): string | undefined {
+  const warm = stage === 'policy' ? 'policyWarmStart' : 'judgeWarmStart';
+  if (spec.models[stage].initFrom) return spec.models[stage].initFrom;
+  return stageEnabled(spec, warm) ? `${stageAdapter(spec, warm)}@step-${stageSteps(spec, warm)}` : undefined;
+}
+
+/** The reward model before its GRPO stage: the judge's warm start, else the base model. */
+export function untrainedJudge(spec: RunSpec): string {
+  return initialCheckpoint(spec, 'rewardModel') ?? 'base';
+}
+
+/** What judges the policy stage: this run's trained reward model, else the spec's judge, else the untrained one. */
+export function policyJudge(spec: RunSpec): string {
+  if (stageEnabled(spec, 'rewardModel')) return stageAdapter(spec, 'rewardModel');
+  return spec.judge.model ?? untrainedJudge(spec);
+}
+
+function envOf(spec: RunSpec, stage: StageName): EnvConfig {
+  const agent = agentTemplate(spec);
+  const judge = judgeTemplate(spec);
+  switch (stage) {
+    case 'policyWarmStart':
+    case 'judgeWarmStart':
+      return {
+        kind: 'warmStart',
+        target: stage === 'policyWarmStart' ? 'policy' : 'judge',
+        count: spec.stages[stage].demonstrations,
+        seed: spec.seed,
+        balance: spec.rewardModelData.balance,
+        agent,
+        judge,
+        weights: spec.rewardWeights,
+      };
+    case 'rewardModel':
+      return { kind: 'rewardModel', judge, balance: spec.rewardModelData.balance, seed: spec.seed };
+    case 'policy':
+      return {
+        kind: 'policy',
+        agent,
+        weights: spec.rewardWeights,
+        reward: spec.reward,
+        judge: { model: policyJudge(spec), weight: spec.judge.weight, settings: judge },
+      };
+  }
+}
+
+/** A stage of a run, from its spec (the run adds where it starts). */
+export function stageInput(spec: RunSpec, runId: string, stage: StageName): Omit<StageInput, 'startStep'> {
+  const warm = stage === 'policyWarmStart' || stage === 'judgeWarmStart';
   const s = spec.stages[stage];
-  const env: StageEnvironment =
-    stage === 'policy'
-      ? {
-          kind: 'policy',
-          agent: agentTemplate(spec),
-          weights: spec.rewardWeights,
-          judge: { model: judgeModel, weight: spec.judge.weight, settings: judgeTemplate(spec) },
-        }
-      : {
-          kind: 'rewardModel',
-          judge: judgeTemplate(spec),
-          weights: spec.rewardWeights,
-          agent: agentTemplate(spec), // the candidates' turn budget, which their labels read
-        };
+  const grpo = warm ? null : spec.stages[stage as 'policy' | 'rewardModel'];
+  const initFrom = warm ? undefined : initialCheckpoint(spec, stage as 'policy' | 'rewardModel');
   return {
     runId,
     stage,
     seed: spec.seed,
-    adapter: spec.models[stage].adapter,
-    steps: s.steps,
+    adapter: stageAdapter(spec, stage),
+    startModel: initFrom ?? 'base',
+    steps: stageSteps(spec, stage),
     tasksPerStep: s.tasksPerStep,
-    groupSize: s.groupSize,
-    env,
-    hyperparameters: hyperparameters(s),
+    groupSize: grpo?.groupSize ?? 1,
+    env: envOf(spec, stage),
+    objective: warm ? 'sft' : 'grpo',
+    hyperparameters: s.hyperparameters,
     // From the run's seed, not the adapter's name: two runs with one seed start from the same weights.
-    lora: { ...spec.lora, init_seed: `${spec.seed}:${stage}` },
+    lora: { ...spec.lora, init_seed: `${spec.seed}:${stage}`, ...(initFrom ? { init_from: initFrom } : {}) },
     keepCheckpoints: spec.checkpoints.keepLast,
-    divideByStd: s.divideByStd,
-    dynamicSampling: s.dynamicSampling,
-    evaluation: spec.evaluation,
+    divideByStd: grpo?.divideByStd ?? false,
+    dynamicSampling: grpo?.dynamicSampling ?? { enabled: false, minStd: 0, maxTopUps: 0 },
+    evaluation: {
+      kind: stage === 'policy' || stage === 'policyWarmStart' ? 'policy' : 'rewardModel',
+      everySteps: warm ? Number.MAX_SAFE_INTEGER : spec.evaluation.everySteps,
+      split: spec.evaluation.split,
+      count:
+        stage === 'rewardModel' || stage === 'judgeWarmStart'
+          ? spec.evaluation.rewardModelEpisodes
+          : spec.evaluation.questions,
+    },
     activities: spec.activities,
     continueAsNewEverySteps: spec.continueAsNewEverySteps,
   };
 }
 
-/** Step N samples from the adapter as step N-1 left it; before step 1 trains it, that is the base model. */
-export const samplingModel = (adapter: string, step: number) => (step <= 1 ? 'base' : adapter);
+/** Step N samples from the adapter as step N-1 left it; step 1 from where the stage starts. */
+export const samplingModel = (s: Pick<StageInput, 'adapter' | 'startModel'>, step: number) =>
+  step <= 1 ? s.startModel : s.adapter;

@@ -1,19 +1,8 @@
-import type { TrainHyperparameters, TrainStepResult } from '../modelServer/schemas';
-import type { GrpoStageInput } from './stage';
-
-/** A trained-on sample: an agent episode (policy stage) or a judgement (reward-model stage). */
-export interface SampleRef {
-  kind: 'trajectory' | 'judgement';
-  id: number;
-}
-
-export interface GroupResult {
-  taskId: string;
-  samples: SampleRef[];
-  rewards_G: number[];
-  /** Share of the group's samples judged correct (policy) or agreeing with the label (reward model). */
-  success_G: number[];
-}
+import type { StageInput, StepPhase } from '../contract';
+import type { Hyperparameters } from '../hyperparameters';
+import type { TrainStepResult } from '../modelServer/schemas';
+import type { GroupInput, SampleRef, ScoredGroup } from './env';
+import { samplingModel } from './stage';
 
 export interface StepKey {
   runId: string;
@@ -21,52 +10,45 @@ export interface StepKey {
   step: number;
 }
 
-export type StepPhase = 'sampling' | 'rollout' | 'judging' | 'advantages' | 'training' | 'publishing';
+export interface Selection {
+  advantages: { sample: SampleRef; advantage: number }[];
+  kept: string[];
+  dropped: string[];
+  missing: number;
+}
 
-/** What one GRPO step calls: activities on Temporal, or the same functions in process (bench/orchestration). */
-export interface GrpoStepCalls {
+/** What one step calls: activities on Temporal, or the same functions in process (bench/orchestration). */
+export interface StepCalls {
   sampleTasks(
-    input: StepKey & { seed: number; env: GrpoStageInput['env']['kind']; count: number; offset: number },
+    input: StepKey & {
+      env: StageInput['env'];
+      objective: StageInput['objective'];
+      seed: number;
+      count: number;
+      offset: number;
+    },
   ): Promise<string[]>;
-  rolloutGroup(
-    input: StepKey & {
-      seed: number;
-      taskId: string;
-      groupSize: number;
-      adapter: string;
-      env: GrpoStageInput['env'];
-    },
-  ): Promise<GroupResult>;
-  judgeGroup(
-    input: StepKey & {
-      seed: number;
-      taskId: string;
-      groupSize: number;
-      adapter: string;
-      env: GrpoStageInput['env'];
-      rolledOut: GroupResult | null;
-    },
-  ): Promise<GroupResult>;
+  rolloutGroup(input: GroupInput & { env: StageInput['env'] }): Promise<SampleRef[]>;
+  rewardGroup(input: GroupInput & { env: StageInput['env']; samples: SampleRef[] }): Promise<ScoredGroup>;
   computeAdvantages(input: {
-    groups: GroupResult[];
+    groups: ScoredGroup[];
     wanted: number;
+    objective: StageInput['objective'];
     divideByStd: boolean;
     dynamicSampling: { enabled: boolean; minStd: number };
-  }): Promise<{
-    advantages: { sample: SampleRef; advantage: number }[];
-    kept: string[];
-    dropped: string[];
-    missing: number;
-  }>;
+  }): Promise<Selection>;
   trainStep(input: {
     adapter: string;
     step: number;
-    advantages: { sample: SampleRef; advantage: number }[];
-    hyperparameters: Partial<TrainHyperparameters>;
-    lora: GrpoStageInput['lora'];
+    objective: StageInput['objective'];
+    advantages: Selection['advantages'];
+    hyperparameters: Hyperparameters;
+    lora: StageInput['lora'];
     keepCheckpoints: number;
   }): Promise<TrainStepResult>;
-  publishAdapter(input: StepKey & { adapter: string; checkpoint: string; sha256: string }): Promise<void>;
+  recordAdapterVersion(
+    input: StepKey & { adapter: string; checkpoint: string; sha256: string },
+  ): Promise<void>;
   recordStepMetrics(input: StepKey & { metrics: Record<string, number> }): Promise<void>;
 }
 
@@ -74,46 +56,53 @@ const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.l
 const std = (xs: number[]) => Math.sqrt(mean(xs.map((x) => (x - mean(xs)) ** 2)));
 
 /**
- * One GRPO step, the same for both stages: sample tasks → a group of episodes per task (rolled out, then
- * judged) → group-relative advantages, topping up with fresh tasks while dynamic sampling drops groups →
- * train once → publish the new adapter → record the step's metrics.
+ * One step of the engine, the same for every environment: sample tasks → per task a group of samples
+ * (rollout) and their rewards → advantages, topping up with fresh tasks while dynamic sampling drops groups
+ * whose rewards do not vary → train once → record the adapter version → record the step's metrics.
  */
 export async function grpoStep(
-  calls: GrpoStepCalls,
-  s: GrpoStageInput,
+  calls: StepCalls,
+  s: StageInput,
   step: number,
-  hyperparameters: Partial<TrainHyperparameters>,
+  hyperparameters: Hyperparameters,
   onPhase: (phase: StepPhase) => void = () => {},
 ): Promise<Record<string, number>> {
   const key = { runId: s.runId, stage: s.stage, step };
   const started = Date.now();
-  const groups: GroupResult[] = [];
+  const groups: ScoredGroup[] = [];
   let wanted = s.tasksPerStep;
-  let selection: Awaited<ReturnType<GrpoStepCalls['computeAdvantages']>> | undefined;
+  let selection: Selection | undefined;
   for (let round = 0; round <= s.dynamicSampling.maxTopUps && wanted > 0; round++) {
     onPhase('sampling');
     const tasks = await calls.sampleTasks({
       ...key,
+      env: s.env,
+      objective: s.objective,
       seed: s.seed,
-      env: s.env.kind,
       count: wanted,
       offset: groups.length,
     });
     if (tasks.length === 0) break; // the task pool is exhausted: train on what was kept
+    const group = (taskId: string): GroupInput => ({
+      ...key,
+      seed: s.seed,
+      taskId,
+      groupSize: s.groupSize,
+      model: samplingModel(s, step),
+    });
     onPhase('rollout');
-    const task = { ...key, seed: s.seed, groupSize: s.groupSize, adapter: s.adapter, env: s.env };
+    const samples = await Promise.all(tasks.map((t) => calls.rolloutGroup({ ...group(t), env: s.env })));
+    onPhase('rewarding');
     groups.push(
       ...(await Promise.all(
-        tasks.map(async (taskId) => {
-          const rolledOut = s.env.kind === 'policy' ? await calls.rolloutGroup({ ...task, taskId }) : null;
-          return calls.judgeGroup({ ...task, taskId, rolledOut });
-        }),
+        tasks.map((t, i) => calls.rewardGroup({ ...group(t), env: s.env, samples: samples[i] })),
       )),
     );
     onPhase('advantages');
     selection = await calls.computeAdvantages({
       groups,
       wanted: s.tasksPerStep,
+      objective: s.objective,
       divideByStd: s.divideByStd,
       dynamicSampling: s.dynamicSampling,
     });
@@ -125,6 +114,7 @@ export async function grpoStep(
   const trained = await calls.trainStep({
     adapter: s.adapter,
     step,
+    objective: s.objective,
     advantages: selection.advantages,
     hyperparameters, // a setHyperparameters update applies from the next step
     lora: s.lora,
@@ -132,30 +122,48 @@ export async function grpoStep(
   });
   const trainedAt = Date.now();
   onPhase('publishing');
-  await calls.publishAdapter({
+  await calls.recordAdapterVersion({
     ...key,
     adapter: s.adapter,
     checkpoint: trained.checkpoint,
     sha256: trained.sha256,
   });
+  const metrics = stepMetrics(groups, selection, trained, { started, rolledOut, trainedAt });
+  await calls.recordStepMetrics({ ...key, metrics });
+  return metrics;
+}
+
+/** The step's flat, slash-keyed metrics: rewards, the learning signal's health, the optimizer, timing. */
+export function stepMetrics(
+  groups: ScoredGroup[],
+  selection: Selection,
+  trained: TrainStepResult,
+  t: { started: number; rolledOut: number; trainedAt: number },
+): Record<string, number> {
   const rewards = groups.flatMap((g) => g.rewards_G);
-  const metrics = {
+  const samples = groups.flatMap((g) => g.failed_G);
+  return {
     'reward/mean': mean(rewards),
     'reward/std': std(rewards),
     'success/rate': mean(groups.flatMap((g) => g.success_G)),
     'groups/sampled': groups.length,
     'groups/kept': selection.kept.length,
     'groups/dropped': selection.dropped.length,
+    'groups/zero_variance': groups.length
+      ? groups.filter((g) => std(g.rewards_G) < 1e-9).length / groups.length
+      : 0,
+    'samples/failed': mean(samples),
+    'samples/trained': selection.advantages.filter((a) => a.advantage !== 0).length,
     'optim/loss': trained.loss,
     'optim/kl_ref': trained.kl_ref,
+    'optim/approx_kl_old': trained.approx_kl_old,
     'optim/clip_fraction': trained.clip_fraction,
     'optim/grad_norm': trained.grad_norm,
+    'optim/update_norm': trained.update_norm,
     'optim/lr': trained.learning_rate,
     'optim/tokens': trained.tokens,
-    'time/rollout_s': (rolledOut - started) / 1000,
-    'time/train_s': (trainedAt - rolledOut) / 1000,
-    'time/step_s': (Date.now() - started) / 1000,
+    'time/rollout_s': (t.rolledOut - t.started) / 1000,
+    'time/train_s': (t.trainedAt - t.rolledOut) / 1000,
+    'time/step_s': (Date.now() - t.started) / 1000,
   };
-  await calls.recordStepMetrics({ ...key, metrics });
-  return metrics;
 }

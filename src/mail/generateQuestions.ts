@@ -1,7 +1,7 @@
-import type pg from 'pg';
+import type { Store } from '../store';
 import { llmQuestions, type Teacher } from './llmQuestions';
-import { splitInboxes, storeQuestions, type Question } from './question';
-import { templateQuestions, type InboxEmail } from './templateQuestions';
+import { splitInboxes, type Question } from './question';
+import { templateQuestions } from './templateQuestions';
 
 export interface GenerateOptions {
   seed: string;
@@ -19,10 +19,8 @@ export interface GenerateReport {
 }
 
 /** Generates questions for every ingested inbox and stores the new ones. */
-export async function generateQuestions(pool: pg.Pool, options: GenerateOptions): Promise<GenerateReport> {
-  const { rows: inboxes } = await pool.query<{ id: string; address: string | null }>(
-    'SELECT id, address FROM inboxes ORDER BY id',
-  );
+export async function generateQuestions(store: Store, options: GenerateOptions): Promise<GenerateReport> {
+  const inboxes = await store.questions.inboxes();
   const splits = splitInboxes(
     inboxes.map((i) => i.id),
     options.testFraction,
@@ -36,7 +34,7 @@ export async function generateQuestions(pool: pg.Pool, options: GenerateOptions)
     perInbox: {},
   };
   for (const inbox of inboxes) {
-    const emails = await inboxEmails(pool, inbox.id);
+    const emails = await store.questions.inboxEmails(inbox.id);
     const questions: Question[] = templateQuestions(inbox.id, inbox.address, emails);
     if (options.teacher && inbox.address) {
       const llm = await llmQuestions(options.teacher, inbox.id, inbox.address, emails);
@@ -45,16 +43,7 @@ export async function generateQuestions(pool: pg.Pool, options: GenerateOptions)
     }
     report.generated += questions.length;
     report.perInbox[inbox.id] = questions.length;
-    report.inserted += await storeQuestions(pool, questions, splits);
+    report.inserted += await store.questions.insertQuestions(questions, splits);
   }
   return report;
-}
-
-async function inboxEmails(pool: pg.Pool, inbox: string): Promise<InboxEmail[]> {
-  const { rows } = await pool.query<InboxEmail>(
-    `SELECT e.message_id AS "messageId", e.subject, e.from_address AS "fromAddress", e.date, e.body
-     FROM mailbox_messages m JOIN emails e ON e.id = m.email_id WHERE m.inbox_id = $1 ORDER BY e.date, e.message_id`,
-    [inbox],
-  );
-  return rows;
 }

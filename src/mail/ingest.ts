@@ -1,9 +1,9 @@
 import os from 'node:os';
 import path from 'node:path';
-import type pg from 'pg';
+import type { Db } from '../store/db';
 import { Piscina } from 'piscina';
 import type { ParseResult, RawMessage } from './email';
-import { storeBatch } from './store';
+import { deriveInboxAddresses, ingestedSources, storeBatch } from '../store/ingest';
 
 export interface IngestOptions {
   batchSize?: number;
@@ -32,13 +32,13 @@ const CHUNK = 250; // messages per parse task: big enough to amortise the hop to
  * second one adds nothing. Bad messages are reported (and recorded), never fatal.
  */
 export async function ingest(
-  pool: pg.Pool,
+  db: Db,
   messages: AsyncIterable<RawMessage>,
   options: IngestOptions = {},
 ): Promise<IngestReport> {
   const started = Date.now();
   const batchSize = options.batchSize ?? 2000;
-  const done = await ingestedSources(pool);
+  const done = await ingestedSources(db);
   const progress: IngestProgress = { read: 0, alreadyIngested: 0, stored: 0, duplicates: 0, rejected: 0 };
   const rejects: IngestReport['rejects'] = [];
   const touched = new Set<string>();
@@ -57,7 +57,7 @@ export async function ingest(
     const batch = pending;
     pending = [];
     await storing;
-    storing = storeBatch(pool, batch).then((counts) => {
+    storing = storeBatch(db, batch).then((counts) => {
       progress.stored += counts.stored;
       progress.duplicates += counts.duplicates;
       progress.rejected += counts.rejected;
@@ -91,36 +91,10 @@ export async function ingest(
     while (inFlight.length > 0) await drainOldest();
     await flush(true);
     await storing;
-    await deriveInboxAddresses(pool, [...touched]);
+    await deriveInboxAddresses(db, [...touched]);
   } finally {
     await parsers.destroy();
   }
   options.onProgress?.({ ...progress });
   return { ...progress, seconds: (Date.now() - started) / 1000, rejects };
-}
-
-async function ingestedSources(pool: pg.Pool): Promise<Set<string>> {
-  const { rows } = await pool.query<{ source_file: string }>('SELECT source_file FROM ingest_sources');
-  return new Set(rows.map((r) => r.source_file));
-}
-
-/**
- * An inbox's own address: the sender it uses most in its sent folders, else the address most of its mail
- * is sent to. Search and read_email scope by inbox id; the address is what the agent is told it is.
- */
-async function deriveInboxAddresses(pool: pg.Pool, inboxes: string[]) {
-  await pool.query(
-    `
-    UPDATE inboxes i SET address = best.address FROM (
-      SELECT DISTINCT ON (inbox_id) inbox_id, address FROM (
-        SELECT m.inbox_id, e.from_address AS address, count(*) * 1000 AS weight
-        FROM mailbox_messages m JOIN emails e ON e.id = m.email_id
-        WHERE m.inbox_id = ANY($1) AND m.folder ILIKE '%sent%' GROUP BY 1, 2
-        UNION ALL
-        SELECT m.inbox_id, r.address, count(*) FROM mailbox_messages m JOIN recipients r ON r.email_id = m.email_id
-        WHERE m.inbox_id = ANY($1) GROUP BY 1, 2
-      ) candidates ORDER BY inbox_id, weight DESC, address
-    ) best WHERE i.id = best.inbox_id AND i.address IS DISTINCT FROM best.address`,
-    [inboxes],
-  );
 }

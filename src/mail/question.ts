@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import type pg from 'pg';
 import { z } from 'zod';
 
 export const questionSchema = z.object({
@@ -31,27 +30,3 @@ export function splitInboxes(inboxes: string[], testFraction: number, seed: stri
 }
 
 const hash = (s: string) => createHash('sha256').update(s).digest('hex');
-
-/** Inserts new questions; returns how many were new. */
-export async function storeQuestions(pool: pg.Pool, questions: Question[], splits: Map<string, Split>) {
-  if (questions.length === 0) return 0;
-  const result = await pool.query(
-    `INSERT INTO questions (id, question, answer, message_ids, inbox_id, query_date, split, source, how_realistic)
-     SELECT t.id, t.question, t.answer, string_to_array(t.ids, E'\\x1f'), t.inbox, t.query_date, t.split, t.source, t.how
-     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[], $8::text[], $9::real[])
-          AS t(id, question, answer, ids, inbox, query_date, split, source, how)
-     ON CONFLICT (id) DO NOTHING`,
-    [
-      questions.map(questionId),
-      questions.map((q) => q.question),
-      questions.map((q) => q.answer),
-      questions.map((q) => q.messageIds.join('\u001f')),
-      questions.map((q) => q.inbox),
-      questions.map((q) => q.queryDate),
-      questions.map((q) => splits.get(q.inbox) ?? 'train'),
-      questions.map((q) => q.source),
-      questions.map((q) => q.howRealistic ?? null),
-    ],
-  );
-  return result.rowCount ?? 0;
-}

@@ -10,6 +10,7 @@ import {
   type ChatRequest,
   type TrainProgress,
   type TrainStepRequest,
+  type TokenizeResult,
   type TrainStepResult,
 } from './schemas';
 
@@ -65,9 +66,10 @@ export class ModelServerClient {
 
   /** vLLM's /tokenize: a chat prompt's ids as the chat endpoint renders it, or raw text's (no special tokens added). */
   async tokenize(
-    request: { prompt: string } | { messages: ChatMessage[]; tools?: unknown[] },
-  ): Promise<number[]> {
-    return this.parse(tokenizeResultSchema, await this.call('POST', '/tokenize', request, true)).tokens;
+    request:
+      { prompt: string } | { messages: ChatMessage[]; tools?: unknown[]; add_generation_prompt?: boolean },
+  ): Promise<TokenizeResult> {
+    return this.parse(tokenizeResultSchema, await this.call('POST', '/tokenize', request, true));
   }
 
   async trainProgress(adapter: string): Promise<TrainProgress> {

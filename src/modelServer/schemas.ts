@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import type { LoraSpec } from '../contract';
+import type { Hyperparameters } from '../hyperparameters';
 
 /** The model server's wire types (trainer/evalrl_trainer/server.py), validated where they enter TypeScript. */
 export const toolCallSchema = z.object({
@@ -58,26 +60,15 @@ export const trainSequenceSchema = z.object({
 });
 export type TrainSequence = z.infer<typeof trainSequenceSchema>;
 
-export const trainHyperparametersSchema = z.object({
-  learning_rate: z.number().positive(),
-  clip_low: z.number().min(0).max(1),
-  clip_high: z.number().min(0),
-  kl_coef: z.number().min(0),
-  max_grad_norm: z.number().positive(),
-  loss_aggregation: z.enum(['token-mean', 'dr-grpo']),
-  /** "sft": a warm start on demonstrations (advantage-weighted log-likelihood); GRPO otherwise. */
-  objective: z.enum(['grpo', 'sft']),
-  micro_batch: z.number().int().positive(),
-});
-export type TrainHyperparameters = z.infer<typeof trainHyperparametersSchema>;
-
 export interface TrainStepRequest {
   adapter: string;
   step: number;
   sequences: TrainSequence[];
-  hyperparameters: Partial<TrainHyperparameters>;
-  /** `init_seed` seeds a new adapter's weights (default: its name), so runs with one seed start alike. */
-  lora?: { rank: number; alpha: number; init_seed?: string };
+  /** "sft": a warm start on demonstrations (advantage-weighted log-likelihood); GRPO otherwise. */
+  objective?: 'grpo' | 'sft';
+  hyperparameters: Partial<Hyperparameters>;
+  /** A new adapter's LoRA shape; `init_seed` seeds its weights (default: its name), `init_from` copies a checkpoint. */
+  lora?: LoraSpec;
   /** Checkpoint retention for this adapter: the newest N steps are kept (step 0 always; 0 keeps all). */
   keep_checkpoints?: number;
 }
@@ -91,6 +82,8 @@ export const trainStepResultSchema = z.object({
   kl_ref: z.number(),
   entropy: z.number(),
   grad_norm: z.number(),
+  /** L2 norm of the weights' change in this step. */
+  update_norm: z.number().default(0),
   tokens: z.number(),
   seconds: z.number(),
   learning_rate: z.number(),
@@ -105,7 +98,10 @@ export const tokenizeResultSchema = z.object({
   tokens: z.array(z.number().int()),
   count: z.number().int(),
   max_model_len: z.number().int(),
+  /** The evalrl model server's: the tokens that end a sampled turn. */
+  eos_token_ids: z.array(z.number().int()).default([]),
 });
+export type TokenizeResult = z.infer<typeof tokenizeResultSchema>;
 
 export const trainProgressSchema = z.object({
   adapter: z.string(),

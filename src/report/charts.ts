@@ -1,7 +1,7 @@
 import { Resvg } from '@resvg/resvg-js';
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
-import type { ReportData } from './reportData';
+import type { ReportData } from '../store/runs';
 
 export interface Chart {
   name: string;

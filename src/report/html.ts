@@ -1,5 +1,6 @@
 import type { Chart } from './charts';
-import type { ReportData } from './reportData';
+import { describeFlag, healthFlags } from '../runs/health';
+import type { ReportData } from '../store/runs';
 
 const esc = (s: unknown) =>
   String(s).replace(
@@ -15,10 +16,11 @@ function table(headers: string[], rows: unknown[][]): string {
     .join('')}</tbody></table>`;
 }
 
-/** A self-contained page: the charts inline as SVG, the evaluation table, the judge's skills. */
+/** A self-contained page: the learning signal's health, the charts inline as SVG, the evaluations, the judge's skills. */
 export function reportHtml(data: ReportData, charts: Chart[]): string {
   const policy = data.evaluations.filter((e) => e.kind === 'policy');
   const rm = data.evaluations.filter((e) => e.kind === 'rewardModel');
+  const flags = healthFlags(data.steps, data.evaluations);
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>evalrl run ${esc(data.runId)}</title>
 <style>
@@ -30,11 +32,13 @@ figure { margin: 0 } figcaption { color: #555 }
 <h1>Run ${esc(data.runId)}</h1>
 <p>spec <b>${esc(data.name)}</b>, started ${esc(data.createdAt)}; ${data.steps.length} trained steps;
 ${data.judgements.total} judgements (${data.judgements.failed} failed).</p>
+<h2>Learning signal</h2>
+${flags.length ? `<ul class="flags">${flags.map((f) => `<li>${esc(describeFlag(f))}</li>`).join('')}</ul>` : '<p>No warning: groups had reward variance, samples succeeded, adapters moved.</p>'}
 <h2>Evaluation</h2>
 <h3>Policy (held-out questions)</h3>
-${table(['evaluation', 'model', 'split', 'episodes', 'success', 'I don\u2019t know', 'wrong', 'mean turns'], policy.map((e) => [e.label, e.model, e.split, e.metrics.episodes, e.metrics.successRate, e.metrics.idkRate, e.metrics.wrongRate, e.metrics.meanTurns]))}
+${table(['evaluation', 'model', 'split', 'episodes', 'success', '± s.e.', 'I don\u2019t know', 'wrong', 'mean turns'], policy.map((e) => [e.label, e.model, e.split, e.metrics.episodes, e.metrics.successRate, e.metrics.successSe, e.metrics.idkRate, e.metrics.wrongRate, e.metrics.meanTurns]))}
 <h3>Reward model (held-out labelled episodes)</h3>
-${table(['evaluation', 'model', 'split', 'judgements', 'agreement', 'precision', 'recall', 'ECE', 'failures'], rm.map((e) => [e.label, e.model, e.split, e.metrics.judgements, e.metrics.agreement, e.metrics.precision, e.metrics.recall, e.metrics.ece, e.metrics.failures]))}
+${table(['evaluation', 'model', 'split', 'judgements', 'labelled correct', 'agreement', '± s.e.', 'precision', '± s.e.', 'recall', '± s.e.', 'ECE', '± s.e.', 'failures'], rm.map((e) => [e.label, e.model, e.split, e.metrics.judgements, e.metrics.positiveShare, e.metrics.agreement, e.metrics.agreementSe, e.metrics.precision, e.metrics.precisionSe, e.metrics.recall, e.metrics.recallSe, e.metrics.ece, e.metrics.eceSe, e.metrics.failures]))}
 <h2>Training</h2>
 <div class="charts">
 ${charts.map((c) => `<figure class="chart" data-chart="${esc(c.name)}">${c.svg}<figcaption>${esc(c.title)}</figcaption></figure>`).join('\n')}
@@ -42,7 +46,7 @@ ${charts.map((c) => `<figure class="chart" data-chart="${esc(c.name)}">${c.svg}<
 <h2>Skills used by the judge</h2>
 ${table(['skill', 'uses'], data.skills.map((s) => [s.skill, s.uses]))}
 <h2>Steps</h2>
-${table(['stage', 'step', 'reward', '± std', 'success', 'kept', 'dropped', 'loss', 'KL', 'clip', 'lr', 'rollout s', 'train s'], data.steps.map((s) => [s.stage, s.step, s.metrics['reward/mean'], s.metrics['reward/std'], s.metrics['success/rate'], s.metrics['groups/kept'], s.metrics['groups/dropped'], s.metrics['optim/loss'], s.metrics['optim/kl_ref'], s.metrics['optim/clip_fraction'], s.metrics['optim/lr'], s.metrics['time/rollout_s'], s.metrics['time/train_s']]))}
+${table(['stage', 'step', 'reward', '± std', 'success', 'kept', 'zero-var', 'failed', 'loss', 'KL', 'clip', 'update', 'lr', 'rollout s', 'train s'], data.steps.map((s) => [s.stage, s.step, s.metrics['reward/mean'], s.metrics['reward/std'], s.metrics['success/rate'], s.metrics['groups/kept'], s.metrics['groups/zero_variance'], s.metrics['samples/failed'], s.metrics['optim/loss'], s.metrics['optim/kl_ref'], s.metrics['optim/clip_fraction'], s.metrics['optim/update_norm'], s.metrics['optim/lr'], s.metrics['time/rollout_s'], s.metrics['time/train_s']]))}
 </body></html>
 `; // prettier-ignore
 }

@@ -56,21 +56,31 @@ export function tokenF1(answer: string, reference: string): number {
   return (2 * precision * recall) / (precision + recall);
 }
 
-/** Calendar dates mentioned in a text, as YYYY-MM-DD (ISO dates, "March 5, 2001", "3/5/2001"). */
+const ISO_DATE = /(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)/g; // also inside a timestamp, 2001-05-05T14:32:00Z
+const NAMED_DATE = new RegExp(
+  `\\b(${MONTHS.join('|')})\\.?\\s+(\\d{1,2})(?:st|nd|rd|th)?,?\\s+(\\d{4})\\b`,
+  'gi',
+);
+const SLASHED_DATE = /\b(\d{1,2})\/(\d{1,2})\/(\d{4})\b/g;
+const ADDRESS = /[a-z0-9._%+'-]+@[a-z0-9.-]+\.[a-z]{2,}/gi;
+
+/** Calendar dates mentioned in a text, as YYYY-MM-DD (ISO dates and timestamps, "March 5, 2001", "3/5/2001"). */
 export function datesIn(text: string): string[] {
   const found = new Set<string>();
   const pad = (n: number) => String(n).padStart(2, '0');
-  for (const m of text.matchAll(/\b(\d{4})-(\d{2})-(\d{2})\b/g)) found.add(`${m[1]}-${m[2]}-${m[3]}`);
-  const named = new RegExp(
-    `\\b(${MONTHS.join('|')})\\.?\\s+(\\d{1,2})(?:st|nd|rd|th)?,?\\s+(\\d{4})\\b`,
-    'gi',
-  );
-  for (const m of text.matchAll(named))
+  for (const m of text.matchAll(ISO_DATE)) found.add(`${m[1]}-${m[2]}-${m[3]}`);
+  for (const m of text.matchAll(NAMED_DATE))
     found.add(`${m[3]}-${pad(MONTHS.indexOf(m[1].toLowerCase()) + 1)}-${pad(Number(m[2]))}`);
-  for (const m of text.matchAll(/\b(\d{1,2})\/(\d{1,2})\/(\d{4})\b/g))
-    found.add(`${m[3]}-${pad(Number(m[1]))}-${pad(Number(m[2]))}`);
+  for (const m of text.matchAll(SLASHED_DATE)) found.add(`${m[3]}-${pad(Number(m[1]))}-${pad(Number(m[2]))}`);
   return [...found];
 }
+
+const withoutDates = (text: string) =>
+  text.replace(ISO_DATE, ' ').replace(NAMED_DATE, ' ').replace(SLASHED_DATE, ' ');
+
+export const addressesIn = (text: string) => [
+  ...new Set((text.match(ADDRESS) ?? []).map((a) => a.toLowerCase())),
+];
 
 /** Numbers mentioned in a text, thousands separators and currency signs removed ("$1,500.00" → 1500). */
 export function numbersIn(text: string): number[] {
@@ -84,10 +94,24 @@ export function datesAndNumbersMatch(answer: string, reference: string): boolean
     const got = new Set(datesIn(answer));
     return refDates.every((d) => got.has(d));
   }
-  const refNumbers = numbersIn(reference);
+  const refNumbers = numbersIn(withoutDates(reference));
   if (refNumbers.length === 0) return null;
-  const got = numbersIn(answer);
+  const got = numbersIn(withoutDates(answer));
   return refNumbers.every((n) => got.some((g) => Math.abs(g - n) < 1e-9));
+}
+
+/**
+ * An answer that hedges across candidates of the reference's kind — more dates, addresses or numbers than the
+ * reference states, beyond a little context — is not an answer: listing every sender must not score.
+ */
+export function hedges(answer: string, reference: string): boolean {
+  const refDates = datesIn(reference).length;
+  if (refDates > 0 && datesIn(answer).length > refDates + 1) return true;
+  const refAddresses = addressesIn(reference).length;
+  if (refAddresses > 0 && addressesIn(answer).length > refAddresses + 1) return true;
+  const refNumbers = new Set(numbersIn(withoutDates(reference))).size;
+  const numbers = new Set(numbersIn(withoutDates(answer))).size;
+  return refDates === 0 && refNumbers > 0 && numbers > Math.max(refNumbers + 2, 2 * refNumbers);
 }
 
 const IDK =
@@ -107,16 +131,23 @@ export interface AnswerCheck {
 }
 
 /**
- * Correct = exact match; or the reference contained in the answer; or token F1 ≥ threshold — in the last two
- * cases only if no date or number of the reference is contradicted. "I don't know" is never correct.
+ * Correct = exact match; or the reference contained in a short answer; or token F1 ≥ threshold — in the last
+ * two cases only if no date or number of the reference is contradicted. An answer that hedges across
+ * candidates (see `hedges`) or says "I don't know" is never correct.
  */
 export function checkAnswer(answer: string, reference: string, f1Threshold = 0.6): AnswerCheck {
   const em = exactMatch(answer, reference);
   const f1 = tokenF1(answer, reference);
   const ref = normalise(reference);
-  const containsReference = ref !== '' && ` ${normalise(answer)} `.includes(` ${ref} `);
+  const said = normalise(answer);
+  const short = said.split(' ').length <= 2 * ref.split(' ').length + 6;
+  const containsReference = ref !== '' && short && ` ${said} `.includes(` ${ref} `);
   const dn = datesAndNumbersMatch(answer, reference);
   const correct =
-    !isIdk(answer) && (em || ((containsReference || f1 >= f1Threshold || dn === true) && dn !== false));
+    !isIdk(answer) &&
+    (em ||
+      (!hedges(answer, reference) &&
+        (containsReference || f1 >= f1Threshold || dn === true) &&
+        dn !== false));
   return { exactMatch: em, tokenF1: f1, containsReference, datesNumbersMatch: dn, correct };
 }

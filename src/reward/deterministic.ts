@@ -13,6 +13,8 @@ export const rewardWeightsSchema = z.object({
   foundGold: z.number().default(0.1), // partial credit: a search returned a gold email
   readGold: z.number().default(0.1), // partial credit: the agent read a gold email
   hallucinatedSource: z.number().default(-0.1), // × cited ids the agent never saw
+  citedRead: z.number().default(0.1), // reference-free: the answer cites an email the agent read
+  badCall: z.number().default(-0.1), // reference-free: × malformed replies, unknown tools and bad arguments
   correctF1: z.number().min(0).max(1).default(0.6), // token F1 at or above this counts as correct
 });
 export type RewardWeights = z.infer<typeof rewardWeightsSchema>;
@@ -92,4 +94,24 @@ export function deterministicReward(
     turns: facts.turns,
     total,
   };
+}
+
+/**
+ * The reference-free part of the layer: what can be checked without the gold answer — format, valid tool
+ * use, citing an email the agent actually read, no invented sources. With a reward model's score added, it is
+ * the policy's reward when correctness must come from the judge alone (the seed's setting).
+ */
+export function referenceFreeReward(facts: EpisodeFacts, w: RewardWeights): number {
+  const answered = facts.answer !== null;
+  if (facts.ending === 'malformed' || (!answered && facts.malformedCalls > 0)) return w.malformed;
+  const read = new Set(facts.readIds);
+  const seen = new Set([...facts.searchedIds, ...facts.readIds]);
+  const cited = [...new Set(facts.sources)];
+  const badCalls = facts.malformedCalls + facts.unknownTools + facts.badArguments;
+  return (
+    (answered && !isIdk(facts.answer ?? '') ? 0 : w.idk) +
+    (cited.some((id) => read.has(id)) ? w.citedRead : 0) +
+    w.hallucinatedSource * cited.filter((id) => !seen.has(id)).length +
+    w.badCall * badCalls
+  );
 }

@@ -7,6 +7,8 @@ const frontMatterSchema = z.object({
   name: z.string().regex(/^[a-z][a-z0-9-]*$/, 'lower-case words joined by -'),
   description: z.string().min(10),
   when_to_use: z.string().optional(),
+  /** Judges the answer against the reference: not offered to a reference-free judge. */
+  needs_reference: z.boolean().default(false),
   verifiers: z.array(z.string()).default([]),
   resources: z.array(z.string()).default([]),
 });
@@ -17,8 +19,15 @@ export interface Skill extends z.infer<typeof frontMatterSchema> {
   instructions: string;
 }
 
-/** Loads every skill folder; a malformed package is an error naming its file and field. */
-export function loadSkills(root: string, knownVerifiers: string[]): Map<string, Skill> {
+/**
+ * Loads every skill folder; a malformed package is an error naming its file and field. A skill that runs a
+ * verifier needing the reference answer (not in `referenceFree`) must say so (`needs_reference`).
+ */
+export function loadSkills(
+  root: string,
+  knownVerifiers: string[],
+  referenceFree: string[] = knownVerifiers,
+): Map<string, Skill> {
   const skills = new Map<string, Skill>();
   for (const entry of fs
     .readdirSync(root, { withFileTypes: true })
@@ -39,6 +48,8 @@ export function loadSkills(root: string, knownVerifiers: string[]): Map<string, 
     for (const v of skill.verifiers) {
       if (!knownVerifiers.includes(v))
         throw new Error(`${file}: unknown verifier "${v}"; registered: ${knownVerifiers.join(', ')}`);
+      if (!skill.needs_reference && !referenceFree.includes(v))
+        throw new Error(`${file}: verifier "${v}" needs the reference answer; set needs_reference: true`);
     }
     for (const r of skill.resources) {
       if (!fs.existsSync(path.join(folder, r)))

@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
-import type pg from 'pg';
 import { z } from 'zod';
 import type { Trajectory } from '../env/trajectory';
+import { redact } from '../redact';
 import { deterministicReward, type Gold, type RewardWeights } from './deterministic';
 
 export interface TeacherEndpoint {
@@ -19,13 +19,10 @@ export interface Label {
 }
 
 /**
- * The label a reward model learns to agree with: a stronger judge's when one is configured, else the
- * deterministic layer's (answer correct against the reference). Cached per trajectory, so a trajectory is
- * labelled once however often the stage asks.
+ * The label a reward model learns to agree with: a stronger judge's when one is configured (it sees the whole
+ * trajectory and the reference), else the deterministic layer's check of the answer against the reference.
  */
 export async function teacherLabel(
-  pool: pg.Pool,
-  trajectoryId: number,
   question: string,
   gold: Gold,
   trajectory: Trajectory,
@@ -33,28 +30,35 @@ export async function teacherLabel(
   maxTurns: number,
   teacher?: TeacherEndpoint,
 ): Promise<Label> {
-  const cached = await pool.query<Label>(
-    'SELECT correct, reason, source FROM teacher_labels WHERE trajectory_id = $1',
-    [trajectoryId],
-  );
-  if (cached.rows.length > 0) return cached.rows[0];
-  const label = teacher
-    ? await askTeacher(teacher, question, gold, trajectory)
+  return teacher
+    ? askTeacher(teacher, question, gold, trajectory)
     : deterministicLabel(gold, trajectory, weights, maxTurns);
-  await pool.query(
-    'INSERT INTO teacher_labels (trajectory_id, correct, reason, source) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING',
-    [trajectoryId, label.correct, label.reason, label.source],
-  );
-  return label;
 }
 
-function deterministicLabel(gold: Gold, t: Trajectory, weights: RewardWeights, maxTurns: number): Label {
+export function deterministicLabel(
+  gold: Gold,
+  t: Trajectory,
+  weights: RewardWeights,
+  maxTurns: number,
+): Label {
   const r = deterministicReward(t.facts, gold, maxTurns, weights);
   return {
     correct: r.correct,
     reason: `exact=${r.exactMatch} f1=${r.tokenF1.toFixed(2)} dates/numbers=${r.datesNumbersMatch}`,
     source: 'deterministic',
   };
+}
+
+/** The episode as the teacher reads it: every call and (shortened) result, then the answer. */
+export function transcript(t: Trajectory): string {
+  return t.messages
+    .filter((m) => m.role !== 'system')
+    .map((m) => {
+      const calls = (m.tool_calls ?? []).map((c) => `${c.function.name}(${c.function.arguments})`).join('; ');
+      const text = (m.content ?? '').slice(0, 600);
+      return `[${m.role}] ${[text, calls].filter(Boolean).join(' ')}`;
+    })
+    .join('\n');
 }
 
 async function askTeacher(
@@ -65,11 +69,11 @@ async function askTeacher(
 ): Promise<Label> {
   const client = new OpenAI({ baseURL: teacher.url, apiKey: teacher.apiKey ?? 'unused', timeout: 120_000 });
   const prompt = [
-    'Judge whether an email-search agent answered a question correctly.',
+    'Judge whether an email-search agent answered a question correctly and from the right email.',
     `Question: ${question}`,
     `Reference answer: ${gold.answer}`,
-    `Agent's answer: ${t.facts.answer ?? '(no answer)'}`,
-    `Agent's sources: ${t.facts.sources.join(', ') || '(none)'}`,
+    `The agent's episode:\n${transcript(t)}`,
+    `Agent's final answer: ${t.facts.answer ?? '(no answer)'}; sources: ${t.facts.sources.join(', ') || '(none)'}`,
     'Reply with JSON only: {"correct": true|false, "reason": "..."}',
   ].join('\n');
   for (let attempt = 0; attempt < 3; attempt++) {
@@ -82,7 +86,9 @@ async function askTeacher(
     const parsed = labelSchema.safeParse(safeJson(text.slice(text.indexOf('{'), text.lastIndexOf('}') + 1)));
     if (parsed.success) return { ...parsed.data, source: `teacher:${teacher.model}` };
   }
-  throw new Error(`teacher ${teacher.model} at ${teacher.url} gave no parseable label after 3 attempts`);
+  throw new Error(
+    redact(`teacher ${teacher.model} at ${teacher.url} gave no parseable label after 3 attempts`),
+  );
 }
 
 function safeJson(text: string): unknown {

@@ -1,13 +1,14 @@
-import type pg from 'pg';
 import type { EpisodeFacts } from '../env/trajectory';
-import { readEmail, type MailboxScope } from '../mail/search';
-import { checkAnswer, isIdk, normalise } from './answerMatch';
+import type { FullEmail, Mailbox, MailboxScope } from '../mail/search';
+import { addressesIn, checkAnswer, datesIn, isIdk, normalise, numbersIn } from './answerMatch';
 
-/** What a verifier sees: the question's gold data and the episode's facts. */
+/** What a verifier sees: the question, the episode's facts, the mailbox — and the reference, when judging may. */
 export interface VerifierContext {
-  pool: pg.Pool;
+  mailbox: Mailbox;
   scope: MailboxScope;
-  reference: string;
+  question: string;
+  /** The gold answer; null in reference-free judging. */
+  reference: string | null;
   facts: EpisodeFacts;
 }
 
@@ -19,75 +20,179 @@ export interface VerifierResult {
   detail: string;
 }
 
-type Verifier = (ctx: VerifierContext) => Promise<Omit<VerifierResult, 'verifier'>>;
+interface Verifier {
+  /** Needs the gold answer: unavailable to a reference-free judge. */
+  needsReference: boolean;
+  run(ctx: VerifierContext): Promise<Omit<VerifierResult, 'verifier'>>;
+}
 
+const QUOTED = /"([^"]{3,200})"/g;
 const STOP = new Set(
-  'a an the of to in on at for by with from and or is was were be it this that i me my you your'.split(' '),
+  'a an the of to in on at for by with from and or is was were be it this that i me my you your re fw fwd'.split(
+    ' ',
+  ),
 );
+
+/** The cited emails that exist in the inbox (and, with `readOnly`, that the agent also read). */
+async function citedEmails(ctx: VerifierContext, readOnly: boolean): Promise<FullEmail[]> {
+  const read = new Set(ctx.facts.readIds);
+  const emails: FullEmail[] = [];
+  for (const id of new Set(ctx.facts.sources)) {
+    if (readOnly && !read.has(id)) continue;
+    const email = await ctx.mailbox.read(ctx.scope, id);
+    if (email) emails.push(email);
+  }
+  return emails;
+}
+
+/** The fields of an email an answer can come from, normalised for matching. */
+function fields(e: FullEmail): Record<string, string> {
+  return {
+    from: normalise(e.from),
+    to: normalise([...e.to, ...e.cc].join(' ')),
+    date: e.date.slice(0, 10),
+    subject: normalise(e.subject),
+    body: normalise(e.body),
+  };
+}
+
+/** Where an answer's facts appear: its dates, else its numbers, else its addresses, else most content words. */
+function fieldsHolding(answer: string, e: FullEmail): string[] {
+  const f = fields(e);
+  const dates = datesIn(answer);
+  if (dates.length > 0)
+    return Object.keys(f).filter((k) =>
+      dates.every((d) => (k === 'date' ? f.date === d : datesIn(f[k]).includes(d))),
+    );
+  const addresses = addressesIn(answer);
+  if (addresses.length > 0) return Object.keys(f).filter((k) => addresses.every((a) => f[k].includes(a)));
+  const numbers = numbersIn(answer);
+  if (numbers.length > 0)
+    return Object.keys(f).filter((k) =>
+      numbers.every((n) => numbersIn(f[k]).some((m) => Math.abs(m - n) < 1e-9)),
+    );
+  const words = normalise(answer)
+    .split(' ')
+    .filter((w) => w && !STOP.has(w));
+  if (words.length === 0) return [];
+  return Object.keys(f).filter((k) => {
+    const text = ` ${f[k]} `;
+    return words.filter((w) => text.includes(` ${w} `)).length / words.length >= 0.6;
+  });
+}
 
 /** Verifiers are TypeScript, registered here by the name SKILL.md files use. */
 export const VERIFIERS: Record<string, Verifier> = {
-  async answer_matches_reference({ reference, facts }) {
-    const answer = facts.answer ?? '';
-    if (facts.answer === null || isIdk(answer))
-      return { passed: false, critical: false, detail: 'no answer given' };
-    const c = checkAnswer(answer, reference);
-    const detail = `exact=${c.exactMatch} contains=${c.containsReference} f1=${c.tokenF1.toFixed(2)} dates/numbers=${c.datesNumbersMatch}`;
-    return { passed: c.correct, critical: c.datesNumbersMatch === false, detail };
+  answer_matches_reference: {
+    needsReference: true,
+    async run({ reference, facts }) {
+      const answer = facts.answer ?? '';
+      if (facts.answer === null || isIdk(answer))
+        return { passed: false, critical: false, detail: 'no answer given' };
+      const c = checkAnswer(answer, reference ?? '');
+      const detail = `exact=${c.exactMatch} contains=${c.containsReference} f1=${c.tokenF1.toFixed(2)} dates/numbers=${c.datesNumbersMatch}`;
+      return { passed: c.correct, critical: c.datesNumbersMatch === false, detail };
+    },
   },
 
-  async sources_are_real({ pool, scope, facts }) {
-    const seen = new Set([...facts.searchedIds, ...facts.readIds]);
-    const bad: string[] = [];
-    for (const id of facts.sources) {
-      if (!seen.has(id) || (await readEmail(pool, scope, id)) === null) bad.push(id);
-    }
-    if (facts.sources.length === 0) return { passed: false, critical: false, detail: 'no sources cited' };
-    return {
-      passed: bad.length === 0,
-      critical: bad.length > 0,
-      detail: bad.length ? `invented or unseen: ${bad.join(', ')}` : `${facts.sources.length} real`,
-    };
+  sources_are_real: {
+    needsReference: false,
+    async run(ctx) {
+      const { facts } = ctx;
+      if (facts.sources.length === 0) return { passed: false, critical: false, detail: 'no sources cited' };
+      const seen = new Set([...facts.searchedIds, ...facts.readIds]);
+      const bad: string[] = [];
+      for (const id of facts.sources)
+        if (!seen.has(id) || (await ctx.mailbox.read(ctx.scope, id)) === null) bad.push(id);
+      return {
+        passed: bad.length === 0,
+        critical: bad.length > 0,
+        detail: bad.length
+          ? `invented or unseen: ${bad.join(', ').slice(0, 300)}`
+          : `${facts.sources.length} real`,
+      };
+    },
   },
 
-  async answer_supported_by_read_emails({ pool, scope, facts }) {
-    const words = normalise(facts.answer ?? '')
-      .split(' ')
-      .filter((w) => w && !STOP.has(w));
-    if (words.length === 0) return { passed: false, critical: false, detail: 'nothing to support' };
-    const bodies: string[] = [];
-    for (const id of facts.readIds) {
-      const email = await readEmail(pool, scope, id);
-      if (email)
-        bodies.push(
-          normalise(
-            `${email.subject} ${email.from} ${email.to.join(' ')} ${email.date.slice(0, 10)} ${email.body}`,
-          ),
+  answer_in_cited_email: {
+    needsReference: false,
+    async run(ctx) {
+      const answer = ctx.facts.answer ?? '';
+      if (ctx.facts.answer === null || isIdk(answer))
+        return { passed: false, critical: false, detail: 'no answer given' };
+      const emails = await citedEmails(ctx, true);
+      if (emails.length === 0) return { passed: false, critical: false, detail: 'no cited email was read' };
+      const found = [...new Set(emails.flatMap((e) => fieldsHolding(answer, e)))];
+      return {
+        passed: found.length > 0,
+        critical: false,
+        detail: found.length
+          ? `the answer appears in the cited email's ${found.join(', ')}`
+          : `the answer appears in none of the ${emails.length} cited email(s) read`,
+      };
+    },
+  },
+
+  cited_email_matches_question: {
+    needsReference: false,
+    async run(ctx) {
+      const emails = await citedEmails(ctx, false);
+      if (emails.length === 0) return { passed: false, critical: false, detail: 'no real email cited' };
+      const phrases = [...ctx.question.matchAll(QUOTED)].map((m) => normalise(m[1])).filter(Boolean);
+      const addresses = addressesIn(ctx.question);
+      const dates = datesIn(ctx.question);
+      if (phrases.length + addresses.length + dates.length === 0)
+        return {
+          passed: true,
+          critical: false,
+          detail: 'the question states no subject, address or date to check',
+        };
+      const matches = (e: FullEmail) => {
+        const f = fields(e);
+        return (
+          phrases.every((p) => ` ${f.subject} `.includes(` ${p} `) || f.body.includes(p)) &&
+          addresses.every((a) => f.from.includes(a) || f.to.includes(a)) &&
+          dates.every((d) => f.date === d)
         );
-    }
-    const text = ` ${bodies.join(' ')} `;
-    const found = words.filter((w) => text.includes(` ${w} `) || text.includes(w)).length;
-    const share = found / words.length;
-    return {
-      passed: share >= 0.5,
-      critical: false,
-      detail: `${found}/${words.length} answer words in ${bodies.length} read email(s)`,
-    };
+      };
+      const ok = emails.filter(matches).length;
+      return {
+        passed: ok > 0,
+        critical: false,
+        detail: `${ok} of ${emails.length} cited email(s) match the question's ${[
+          phrases.length && 'quoted subject',
+          addresses.length && 'address',
+          dates.length && 'date',
+        ]
+          .filter(Boolean)
+          .join(', ')}`,
+      };
+    },
   },
 
-  async format_valid({ facts }) {
-    const bad = facts.malformedCalls + facts.unknownTools + facts.badArguments;
-    const ended = facts.ending === 'answered';
-    return {
-      passed: bad === 0 && ended,
-      critical: bad > 0,
-      detail: `${bad} bad call(s), ending ${facts.ending}`,
-    };
+  format_valid: {
+    needsReference: false,
+    async run({ facts }) {
+      const bad = facts.malformedCalls + facts.unknownTools + facts.badArguments;
+      return {
+        passed: bad === 0 && facts.ending === 'answered',
+        critical: bad > 0,
+        detail: `${bad} bad call(s), ending ${facts.ending}`,
+      };
+    },
   },
 };
 
+export const isVerifier = (name: string) => Object.hasOwn(VERIFIERS, name);
+
+/** The verifiers a judge may run: all of them, or without a reference only those that need none. */
+export function availableVerifiers(withReference: boolean): string[] {
+  return Object.keys(VERIFIERS).filter((v) => withReference || !VERIFIERS[v].needsReference);
+}
+
 export async function runVerifier(name: string, ctx: VerifierContext): Promise<VerifierResult> {
-  const verifier = VERIFIERS[name];
-  if (!verifier) throw new Error(`unknown verifier "${name}"`);
-  return { verifier: name, ...(await verifier(ctx)) };
+  if (!isVerifier(name)) throw new Error(`unknown verifier "${name}"`);
+  if (VERIFIERS[name].needsReference && ctx.reference === null)
+    throw new Error(`verifier "${name}" needs the reference answer`);
+  return { verifier: name, ...(await VERIFIERS[name].run(ctx)) };
 }

@@ -4,19 +4,22 @@ import type { Config } from '../config';
 import { rootMessage } from '../rootMessage';
 import type { RunSpec } from '../runSpec';
 import { temporalUiUrl } from '../stack/temporal';
-import { TASK_QUEUES } from '../taskQueues';
 import {
   cancelSignal,
   pauseSignal,
   resumeSignal,
+  retryUpdate,
+  runStatusQuery,
   setHyperparametersUpdate,
   stageStatusQuery,
-  type Hyperparameters,
-} from '../workflows/messages';
-import type { EvaluateInput } from '../activities/trainingRun';
+  TASK_QUEUES,
+  type RunStatus,
+} from '../contract';
+import type { EvaluateInput } from '../activities/rollout';
+import type { HyperparameterChange, Hyperparameters } from '../hyperparameters';
 import { evaluation } from '../workflows/evaluation';
-import { experimentLadder } from '../workflows/experimentLadder';
-import { retrySignal, runStatusQuery, trainingRun, type RunStatus } from '../workflows/trainingRun';
+import { experimentLadder, ladderRuns } from '../workflows/experimentLadder';
+import { trainingRun } from '../workflows/trainingRun';
 
 export interface RunSummary {
   runId: string;
@@ -77,16 +80,27 @@ export class RunClient {
     return runId;
   }
 
-  /** Starts the seed's three-row experiment and waits for its table. */
-  async ladder(spec: RunSpec, onStarted: (experimentId: string) => void) {
+  /** Starts the seed's ladder (two runs, see experimentLadder); its table comes from `result()`. */
+  async startLadder(spec: RunSpec) {
     const experimentId = newRunId({ ...spec, name: `${spec.name}-ladder` });
     const handle = await this.client.workflow.start(experimentLadder, {
       taskQueue: TASK_QUEUES.workflows,
       workflowId: experimentId,
       args: [{ experimentId, spec }],
     });
-    onStarted(experimentId);
-    return handle.result();
+    return { experimentId, runs: ladderRuns(experimentId), result: () => handle.result() };
+  }
+
+  /** Waits until a run exists (a ladder starts its second run when the first ends). */
+  async waitForRun(runId: string, pollMs = 1000) {
+    for (;;) {
+      try {
+        return await this.handle(runId);
+      } catch (err) {
+        if (!/unknown run/.test((err as Error).message)) throw err;
+        await new Promise((r) => setTimeout(r, pollMs));
+      }
+    }
   }
 
   /** Evaluates an adapter (or `base`) on held-out data; stored under the run id `input.runId`. */
@@ -166,15 +180,18 @@ export class RunClient {
     await (await this.handle(runId)).signal(cancelSignal);
   }
 
-  async retry(runId: string, hyperparameters?: Hyperparameters) {
+  /** Refused by the run (not blocked, a bad value) before it is accepted; returns the phase retried. */
+  async retry(runId: string, hyperparameters?: HyperparameterChange) {
     const handle = await this.handle(runId);
-    const s = await handle.query(runStatusQuery);
-    if (s.state !== 'blocked') throw new Error(`run ${runId} is ${s.state}, not blocked: nothing to retry`);
-    await handle.signal(retrySignal, { hyperparameters });
+    try {
+      return await handle.executeUpdate(retryUpdate, { args: [{ hyperparameters }] });
+    } catch (err) {
+      throw new Error(rootMessage(err));
+    }
   }
 
   /** Validated by the run before it is accepted; returns the settings the next step will use. */
-  async set(runId: string, hyperparameters: Hyperparameters): Promise<Hyperparameters> {
+  async set(runId: string, hyperparameters: HyperparameterChange): Promise<Hyperparameters> {
     const handle = await this.handle(runId);
     try {
       return await handle.executeUpdate(setHyperparametersUpdate, { args: [hyperparameters] });

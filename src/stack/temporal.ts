@@ -4,7 +4,7 @@ import { Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
 import { temporal as temporalProto } from '@temporalio/proto';
 import type { Config } from '../config';
-import { SEARCH_ATTRIBUTES } from '../searchAttributes';
+import { SEARCH_ATTRIBUTES } from '../contract';
 import { managedProcess, portOpen, runningPid, startDetached, stopManaged, waitUntil } from './processes';
 
 const { IndexedValueType } = temporalProto.api.enums.v1;

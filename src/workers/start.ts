@@ -2,8 +2,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import type pg from 'pg';
 import type { Config } from '../config';
 import { createActivities } from '../activities';
-import { gpuHostQueue } from '../activities/training';
-import { TASK_QUEUES } from '../taskQueues';
+import { gpuHostQueue, TASK_QUEUES } from '../contract';
 
 export const WORKER_QUEUES = ['workflows', 'cpu', 'rollout', 'judge', 'gpu'] as const;
 export type WorkerQueue = (typeof WORKER_QUEUES)[number];

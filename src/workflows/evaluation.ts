@@ -1,4 +1,4 @@
-import type { EvaluateInput } from '../activities/trainingRun';
+import type { EvaluateInput } from '../activities/rollout';
 import { activityProxies } from './proxies';
 
 /** `evalrl eval ADAPTER`: one evaluation on the rollout workers, durable like everything else. */

@@ -7,29 +7,32 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { GrpoStageInput } from '../grpo/stage';
-import { grpoStep, type GrpoStepCalls } from '../grpo/step';
-import { RUN_ID, STAGE, STATUS, STEP } from '../searchAttributes';
 import {
   cancelSignal,
   hyperparametersSignal,
   pauseSignal,
   resumeSignal,
+  RUN_ID,
   setHyperparametersUpdate,
+  STAGE,
   stageProgressSignal,
   stageStatusQuery,
-  validateHyperparameters,
-  type Hyperparameters,
+  STATUS,
+  STEP,
+  type StageInput,
   type StageStatus,
-} from './messages';
+} from '../contract';
+import { grpoStep, type StepCalls } from '../grpo/step';
+import { parseHyperparameterChange, type HyperparameterChange } from '../hyperparameters';
 import { activityProxies } from './proxies';
 
 /**
- * One GRPO stage, the same loop for the reward model and the policy (the environment is the only
- * difference): a step at a time, pausable, cancellable after a checkpoint, with hyperparameters that can
- * change between steps. Only ids and small numbers pass through history; it continues as new every N steps.
+ * One training stage — a warm start (supervised) or a GRPO stage of the reward model or the policy; the same
+ * loop, the environment is the only difference: a step at a time, pausable, cancellable after a checkpoint,
+ * with hyperparameters that can change between steps. Only ids and small numbers pass through history; it
+ * continues as new every N steps or when Temporal suggests it.
  */
-export async function grpoStage(input: GrpoStageInput): Promise<StageStatus> {
+export async function grpoStage(input: StageInput): Promise<StageStatus> {
   const { cpu, rollout, judge, gpu, host } = activityProxies(input.activities);
   const status: StageStatus = {
     stage: input.stage,
@@ -47,8 +50,8 @@ export async function grpoStage(input: GrpoStageInput): Promise<StageStatus> {
   setHandler(pauseSignal, () => void (status.paused = true));
   setHandler(resumeSignal, () => void (status.paused = false));
   setHandler(cancelSignal, () => void (cancelled = true));
-  const change = (h: Hyperparameters) => (status.hyperparameters = { ...status.hyperparameters, ...h });
-  setHandler(setHyperparametersUpdate, change, { validator: validateHyperparameters });
+  const change = (h: HyperparameterChange) => (status.hyperparameters = { ...status.hyperparameters, ...h });
+  setHandler(setHyperparametersUpdate, change, { validator: parseHyperparameterChange });
   setHandler(hyperparametersSignal, (h) => void change(h));
   const parent = workflowInfo().parent;
   const report = async (state: string) => {
@@ -62,15 +65,15 @@ export async function grpoStage(input: GrpoStageInput): Promise<StageStatus> {
     if (parent) await getExternalWorkflowHandle(parent.workflowId).signal(stageProgressSignal, status);
   };
 
-  // A step's train and publish go to the host that answers first and stay there (its server holds the weights).
+  // A step's training goes to the host that answers first and stays there (its server holds the weights).
   const onHost = host(await gpu.gpuHost());
-  const calls: GrpoStepCalls = {
+  const calls: StepCalls = {
     sampleTasks: cpu.sampleTasks,
     rolloutGroup: rollout.rolloutGroup,
-    judgeGroup: judge.judgeGroup,
+    rewardGroup: judge.rewardGroup,
     computeAdvantages: cpu.computeAdvantages,
     trainStep: onHost.trainStep,
-    publishAdapter: onHost.publishAdapter,
+    recordAdapterVersion: cpu.recordAdapterVersion,
     recordStepMetrics: cpu.recordStepMetrics,
   };
   let trainedSeconds = 0;
@@ -100,14 +103,12 @@ export async function grpoStage(input: GrpoStageInput): Promise<StageStatus> {
         await rollout.evaluate({
           runId: input.runId,
           label: `${input.stage}:step-${step}`,
-          kind: input.stage,
+          kind: input.evaluation.kind,
           model: input.adapter,
           split: input.evaluation.split,
-          count: input.evaluation.questions,
+          count: input.evaluation.count,
           seed: input.seed,
-          agent: input.env.agent,
-          judge: input.env.kind === 'policy' ? input.env.judge.settings : input.env.judge,
-          weights: input.env.weights,
+          env: input.env,
         }),
       );
     }

@@ -1,11 +1,10 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { ActivityBudget } from '../grpo/stage';
-import { TASK_QUEUES } from '../taskQueues';
+import { TASK_QUEUES, type ActivityBudget } from '../contract';
 
 /**
- * The activity stubs of each queue, with the run's retry budget and heartbeat timeout. Long activities
- * heartbeat; short bookkeeping ones only have a start-to-close timeout.
+ * The activity stubs of each queue, with the run's retry budget and heartbeat timeout. Activities that call
+ * models heartbeat after every model call; short bookkeeping ones only have a start-to-close timeout.
  */
 export function activityProxies(budget: ActivityBudget) {
   const retry = {
@@ -37,7 +36,7 @@ export function activityProxies(budget: ActivityBudget) {
       startToCloseTimeout: '1 minute',
       retry,
     }),
-    /** Train and publish on the host whose model server holds the adapter. */
+    /** Train on the host whose model server holds the adapter. */
     host: (taskQueue: string) =>
       proxyActivities<Activities['gpuHost']>({
         taskQueue,

@@ -1,8 +1,8 @@
 import { proxyActivities, workflowInfo } from '@temporalio/workflow';
-import type { createStackCheckActivities } from '../activities/stackCheck';
-import { TASK_QUEUES } from '../taskQueues';
+import type { Activities } from '../activities';
+import { TASK_QUEUES } from '../contract';
 
-const { recordStackCheck } = proxyActivities<ReturnType<typeof createStackCheckActivities>>({
+const { recordStackCheck } = proxyActivities<Activities['cpu']>({
   taskQueue: TASK_QUEUES.cpu,
   startToCloseTimeout: '30 seconds',
 });

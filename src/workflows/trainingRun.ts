@@ -1,67 +1,45 @@
 import {
   condition,
-  defineQuery,
-  defineSignal,
   executeChild,
   getExternalWorkflowHandle,
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import { agentTemplate, judgeTemplate, stageInput, type StageName } from '../grpo/stage';
-import { rootMessage } from '../rootMessage';
-import type { RunSpec } from '../runSpec';
-import { RUN_ID, STAGE, STATUS, STEP } from '../searchAttributes';
-import { TASK_QUEUES } from '../taskQueues';
-import { grpoStage } from './grpoStage';
 import {
   cancelSignal,
   hyperparametersSignal,
   pauseSignal,
   resumeSignal,
+  retryUpdate,
+  RUN_ID,
+  runStatusQuery,
   setHyperparametersUpdate,
+  STAGE,
+  STAGE_NAMES,
   stageProgressSignal,
-  validateHyperparameters,
+  STATUS,
+  STEP,
+  TASK_QUEUES,
   type EvaluationResult,
-  type Hyperparameters,
-  type StageStatus,
-} from './messages';
+  type RunPhase,
+  type RunStatus,
+  type StageName,
+  type TrainingRunInput,
+} from '../contract';
+import { agentTemplate, stageAdapter, stageInput, stageSteps, untrainedJudge } from '../grpo/stage';
+import { parseHyperparameterChange, type HyperparameterChange } from '../hyperparameters';
+import { rootMessage } from '../rootMessage';
+import type { RunSpec } from '../runSpec';
+import { grpoStage } from './grpoStage';
 import { activityProxies } from './proxies';
 
-export interface TrainingRunInput {
-  runId: string;
-  spec: RunSpec;
-}
-
-export type RunState = 'running' | 'paused' | 'blocked' | 'cancelled' | 'done';
-export type RunPhase = 'prepare' | 'baseline' | StageName | 'done';
-
-export interface RunStatus {
-  runId: string;
-  name: string;
-  state: RunState;
-  phase: RunPhase;
-  /** The workflow of the stage in progress (query it for the live phase of its step). */
-  stageWorkflowId: string | null;
-  stages: Partial<Record<StageName, StageStatus>>;
-  evaluations: EvaluationResult[];
-  /** The policy evaluation with the highest success rate. */
-  best: EvaluationResult | null;
-  /** Latest checkpointed step of each adapter. */
-  checkpoints: Record<string, number>;
-  blocked: { phase: RunPhase; error: string; retries: number } | null;
-  startedAt: number;
-  etaSeconds: number | null;
-}
-
-export const runStatusQuery = defineQuery<RunStatus>('status');
-/** Retries the blocked phase, optionally with new hyperparameters for its stage. */
-export const retrySignal = defineSignal<[{ hyperparameters?: Hyperparameters }?]>('retry');
+const isStage = (phase: RunPhase): phase is StageName => (STAGE_NAMES as readonly string[]).includes(phase);
 
 /**
- * A training run: prepare the data (register the run, the reward model's labelled candidates, baseline
- * evaluations) → reward-model stage → policy stage judged by the reward-model adapter stage 1 trained.
- * A phase that fails after its retries does not fail the run: the run waits in `blocked` until `retry`
- * (optionally with new settings) or `cancel`.
+ * A training run: the policy's warm start → the reward model's labelled data → the judge's warm start →
+ * baseline evaluations → the reward model's GRPO stage → the policy's GRPO stage, judged by the reward model
+ * it just trained. Each part is optional in the spec. A phase that fails after its retries does not fail the
+ * run: the run waits in `blocked` until `retry` (optionally with new hyperparameters) or `cancel`.
  */
 export async function trainingRun({ runId, spec }: TrainingRunInput): Promise<RunStatus> {
   const { cpu, rollout } = activityProxies(spec.activities);
@@ -79,13 +57,12 @@ export async function trainingRun({ runId, spec }: TrainingRunInput): Promise<Ru
     startedAt: Date.now(),
     etaSeconds: null,
   };
-  const overrides: Partial<Record<StageName, Hyperparameters>> = {};
+  const overrides: Partial<Record<StageName, HyperparameterChange>> = {};
   let paused = false;
   let cancelled = false;
   let retryAsked = false;
   const child = () => (status.stageWorkflowId ? getExternalWorkflowHandle(status.stageWorkflowId) : null);
-  const stageOf = (phase: RunPhase): StageName | null =>
-    phase === 'rewardModel' || phase === 'policy' ? phase : null;
+  const enabled = STAGE_NAMES.filter((s) => spec.stages[s].enabled);
 
   setHandler(runStatusQuery, () => ({ ...status, etaSeconds: eta(spec, status) }));
   setHandler(pauseSignal, async () => {
@@ -106,37 +83,59 @@ export async function trainingRun({ runId, spec }: TrainingRunInput): Promise<Ru
     setHyperparametersUpdate,
     async (h) => {
       // Applies to the stage in progress, or else to the next one.
-      const stage = stageOf(status.phase) ?? (status.stages.rewardModel ? 'policy' : 'rewardModel');
+      const stage = isStage(status.phase)
+        ? status.phase
+        : (enabled.find((s) => !status.stages[s]) ?? 'policy');
       overrides[stage] = { ...overrides[stage], ...h };
-      if (stageOf(status.phase)) await child()?.signal(hyperparametersSignal, h);
-      return { ...stageInput(spec, runId, stage, '').hyperparameters, ...overrides[stage] };
+      if (isStage(status.phase)) await child()?.signal(hyperparametersSignal, h);
+      return { ...spec.stages[stage].hyperparameters, ...overrides[stage] };
     },
-    { validator: validateHyperparameters },
+    { validator: parseHyperparameterChange },
   );
-  setHandler(retrySignal, (options) => {
-    const stage = status.blocked && stageOf(status.blocked.phase);
-    if (stage && options?.hyperparameters) {
-      validateHyperparameters(options.hyperparameters);
-      overrides[stage] = { ...overrides[stage], ...options.hyperparameters };
-    }
-    retryAsked = true;
-  });
+  setHandler(
+    retryUpdate,
+    (options) => {
+      const phase = status.blocked!.phase;
+      if (options?.hyperparameters && isStage(phase))
+        overrides[phase] = { ...overrides[phase], ...options.hyperparameters };
+      retryAsked = true;
+      return { phase };
+    },
+    {
+      // Refused to the caller, never accepted into history: a bad retry cannot wedge the run.
+      validator: (options) => {
+        if (status.state !== 'blocked')
+          throw new Error(`retry: run ${runId} is ${status.state}, not blocked`);
+        if (options?.hyperparameters) parseHyperparameterChange(options.hyperparameters);
+      },
+    },
+  );
   setHandler(stageProgressSignal, (s) => {
-    status.stages[s.stage as StageName] = s;
-    status.checkpoints[spec.models[s.stage as StageName].adapter] = s.step;
-    status.evaluations = mergeEvaluations(status.evaluations, s.evaluations);
-    status.best = bestPolicy(status.evaluations);
+    status.stages[s.stage] = s;
+    status.checkpoints[stageAdapter(spec, s.stage)] = s.step;
+    mergeEvaluations(s.evaluations);
     publish();
   });
 
   function publish() {
-    const stage = stageOf(status.phase);
     upsertSearchAttributes([
       { key: RUN_ID, value: runId },
       { key: STAGE, value: status.phase },
-      { key: STEP, value: stage ? (status.stages[stage]?.step ?? 0) : 0 },
+      { key: STEP, value: isStage(status.phase) ? (status.stages[status.phase]?.step ?? 0) : 0 },
       { key: STATUS, value: status.state === 'running' && paused ? 'paused' : status.state },
     ]);
+  }
+
+  function mergeEvaluations(more: EvaluationResult[]) {
+    const byLabel = new Map(status.evaluations.map((e) => [e.label, e]));
+    for (const e of more) byLabel.set(e.label, e);
+    status.evaluations = [...byLabel.values()];
+    status.best = status.evaluations
+      .filter((e) => e.kind === 'policy')
+      .reduce<EvaluationResult | null>(
+        (b, e) => (!b || e.metrics.successRate > b.metrics.successRate ? e : b),
+        null,
+      );
   }
 
   /** Runs a phase; when it fails after its retries, the run is `blocked` until retry or cancel. */
@@ -164,26 +163,25 @@ export async function trainingRun({ runId, spec }: TrainingRunInput): Promise<Ru
     }
   }
 
-  async function evaluate(label: string, kind: 'policy' | 'rewardModel', model: string) {
-    const result = await rollout.evaluate({
-      runId,
-      label,
-      kind,
-      model,
-      split: spec.evaluation.split,
-      count: spec.evaluation.questions,
-      seed: spec.seed,
-      agent: agentTemplate(spec),
-      judge: judgeTemplate(spec),
-      weights: spec.rewardWeights,
-    });
-    status.evaluations = mergeEvaluations(status.evaluations, [result]);
-    status.best = bestPolicy(status.evaluations);
+  async function evaluate(label: string, kind: EvaluationResult['kind'], model: string) {
+    const env = stageInput(spec, runId, kind === 'policy' ? 'policy' : 'rewardModel').env;
+    mergeEvaluations([
+      await rollout.evaluate({
+        runId,
+        label,
+        kind,
+        model,
+        env,
+        split: spec.evaluation.split,
+        count: kind === 'policy' ? spec.evaluation.questions : spec.evaluation.rewardModelEpisodes,
+        seed: spec.seed,
+      }),
+    ]);
   }
 
-  async function runStage(stage: StageName, judgeModel: string) {
+  async function runStage(stage: StageName) {
     const startStep = await cpu.nextStep({ runId, stage });
-    const input = stageInput(spec, runId, stage, judgeModel);
+    const input = stageInput(spec, runId, stage);
     if (startStep > input.steps) return; // trained before a retry of a later phase
     status.stageWorkflowId = `${runId}/${stage}`;
     const result = await executeChild(grpoStage, {
@@ -199,11 +197,16 @@ export async function trainingRun({ runId, spec }: TrainingRunInput): Promise<Ru
       ],
     });
     status.stages[stage] = result;
+    mergeEvaluations(result.evaluations);
     status.stageWorkflowId = null;
   }
 
-  const rm = spec.stages.rewardModel.enabled;
+  const needsCandidates = spec.stages.rewardModel.enabled || spec.stages.judgeWarmStart.enabled;
   const data = spec.rewardModelData;
+  const candidateModels = [
+    'base',
+    ...(spec.stages.policyWarmStart.enabled ? [stageAdapter(spec, 'policyWarmStart')] : []),
+  ];
   const candidates = (split: 'train' | 'test', questions: number) =>
     rollout.prepareCandidates({
       runId,
@@ -211,53 +214,46 @@ export async function trainingRun({ runId, spec }: TrainingRunInput): Promise<Ru
       split,
       questions,
       episodesPerQuestion: data.episodesPerQuestion,
+      models: candidateModels,
+      corrupt: data.corrupt,
       agent: agentTemplate(spec),
       weights: spec.rewardWeights,
     });
+  const stage = (name: StageName) => async () =>
+    !spec.stages[name].enabled || guarded(name, () => runStage(name));
+
   // A bad spec, a taken adapter name or missing questions fail the run before anything starts.
   await cpu.registerRun({ runId, spec });
   const ok =
-    (await guarded('prepare', async () => {
-      if (rm)
-        await Promise.all([candidates('train', data.trainQuestions), candidates('test', data.testQuestions)]);
-    })) &&
+    (await stage('policyWarmStart')()) &&
+    (!needsCandidates ||
+      (await guarded('prepare', () =>
+        Promise.all([candidates('train', data.trainQuestions), candidates('test', data.testQuestions)]),
+      ))) &&
+    (await stage('judgeWarmStart')()) &&
     (await guarded('baseline', async () => {
-      await evaluate('policy:base', 'policy', 'base');
-      if (rm) await evaluate('rewardModel:base', 'rewardModel', 'base');
+      if (spec.evaluation.baseline) await evaluate('policy:base', 'policy', 'base');
+      if (spec.stages.rewardModel.enabled && !spec.stages.judgeWarmStart.enabled)
+        await evaluate('rewardModel:untrained', 'rewardModel', untrainedJudge(spec));
     })) &&
-    (!rm || (await guarded('rewardModel', () => runStage('rewardModel', 'base')))) &&
-    (!spec.stages.policy.enabled ||
-      (await guarded('policy', () => runStage('policy', rm ? spec.models.rewardModel.adapter : 'base'))));
+    (await stage('rewardModel')()) &&
+    (await stage('policy')());
   status.state = ok ? 'done' : 'cancelled';
   status.phase = 'done';
   publish();
   return status;
 }
 
-function mergeEvaluations(all: EvaluationResult[], more: EvaluationResult[]) {
-  const byLabel = new Map(all.map((e) => [e.label, e]));
-  for (const e of more) byLabel.set(e.label, e);
-  return [...byLabel.values()];
-}
-
-function bestPolicy(evaluations: EvaluationResult[]): EvaluationResult | null {
-  const policies = evaluations.filter((e) => e.kind === 'policy');
-  return policies.reduce<EvaluationResult | null>(
-    (best, e) => (!best || e.metrics.successRate > best.metrics.successRate ? e : best),
-    null,
-  );
-}
-
 /** Remaining steps of this and later stages at the pace of the latest stage. */
 function eta(spec: RunSpec, s: RunStatus): number | null {
-  const order: StageName[] = ['rewardModel', 'policy'];
-  const pace = [...order]
+  const pace = [...STAGE_NAMES]
     .reverse()
     .map((n) => s.stages[n]?.secondsPerStep)
     .find((x) => x != null);
   if (pace == null || s.state === 'done' || s.state === 'cancelled') return null;
-  const remaining = order
-    .filter((n) => spec.stages[n].enabled)
-    .reduce((sum, n) => sum + spec.stages[n].steps - (s.stages[n]?.step ?? 0), 0);
+  const remaining = STAGE_NAMES.filter((n) => spec.stages[n].enabled).reduce(
+    (sum, n) => sum + stageSteps(spec, n) - (s.stages[n]?.step ?? 0),
+    0,
+  );
   return remaining * pace;
 }

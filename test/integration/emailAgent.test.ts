@@ -5,15 +5,15 @@ import type { Config } from '../../src/config';
 import { createPool } from '../../src/db/pool';
 import { runEpisode, type AgentSettings, type EpisodeQuestion } from '../../src/env/emailAgent';
 import { runEmailTool } from '../../src/env/emailTools';
-import { loadTrajectory, storeTrajectory } from '../../src/env/trajectoryStore';
-import type { EpisodeFacts } from '../../src/env/trajectory';
+import { labelOnce, type EnvDeps } from '../../src/env/episodes';
+import type { EpisodeFacts, Trajectory } from '../../src/env/trajectory';
+import { ModelServerClient } from '../../src/modelServer/client';
 import { deterministicReward, rewardWeightsSchema } from '../../src/reward/deterministic';
-import { judge } from '../../src/reward/judge';
-import { storeJudgement } from '../../src/reward/judgementStore';
-import { teacherLabel } from '../../src/reward/teacher';
+import { judge, type JudgeSettings } from '../../src/reward/judge';
 import { loadSkills } from '../../src/reward/skills';
-import { runVerifier, VERIFIERS } from '../../src/reward/verifiers';
+import { availableVerifiers, runVerifier } from '../../src/reward/verifiers';
 import { stopModelServer } from '../../src/stack/modelServer';
+import { createStore } from '../../src/store';
 import { episodeFacts } from '../episodeFacts';
 import { loadTestQuestion } from './runFixtures';
 import { cli, stackConfig, startTinyModelServer, tempDataDir, TEST_STACK_ENV } from './testStack';
@@ -21,7 +21,11 @@ import { cli, stackConfig, startTinyModelServer, tempDataDir, TEST_STACK_ENV } f
 jest.setTimeout(300_000);
 
 const pool = createPool(stackConfig());
+const store = createStore(pool);
+const mailbox = store.mailbox;
 const dir = tempDataDir('evalrl-agent-');
+const W = rewardWeightsSchema.parse({});
+const LIMITS = { searchHits: 10, bodyChars: 4000 };
 let server: Config;
 let llm: OpenAI;
 let question: EpisodeQuestion & { id: string; answer: string; messageIds: string[] };
@@ -35,7 +39,29 @@ const settings = (over: Partial<AgentSettings> = {}): AgentSettings => ({
   seed: 11,
   timeoutMs: 120_000,
   demonstration: true,
+  ...LIMITS,
   ...over,
+});
+const judgeSettings = (over: Partial<JudgeSettings> = {}): JudgeSettings => ({
+  model: 'base',
+  mode: 'skill',
+  reference: 'visible',
+  maxTurns: 3,
+  contextTokens: 2048,
+  maxTokensPerTurn: 32,
+  temperature: 1,
+  topP: 1,
+  seed: 5,
+  retries: 1,
+  timeoutMs: 120_000,
+  ...over,
+});
+const key = (tag: string) => ({
+  runId: `${tag}-${Date.now()}`,
+  stage: 'policy',
+  step: 1,
+  taskId: question.id,
+  sample: 0,
 });
 
 beforeAll(async () => {
@@ -55,56 +81,78 @@ describe('email tools inside an episode scope', () => {
   const scope = () => ({ inbox: 'allen-p', queryDate: new Date('2002-01-01') });
   it('search and read the inbox, and only it', async () => {
     const search = await runEmailTool(
-      pool,
+      mailbox,
       scope(),
       'search_emails',
-      JSON.stringify({ keywords: ['lease', 'tenant'] }),
+      { keywords: ['lease', 'tenant'] },
+      LIMITS,
     );
     expect(search.kind).toBe('result');
     const ids = search.kind === 'result' ? search.searchedIds! : [];
     expect(ids.length).toBeGreaterThan(0);
-    const read = await runEmailTool(pool, scope(), 'read_email', JSON.stringify({ message_id: ids[0] }));
+    const read = await runEmailTool(mailbox, scope(), 'read_email', { message_id: ids[0] }, LIMITS);
     expect(read).toMatchObject({ kind: 'result', readId: ids[0] });
     const other = await runEmailTool(
-      pool,
+      mailbox,
       { inbox: 'carson-m', queryDate: new Date('2002-01-01') },
       'read_email',
-      JSON.stringify({ message_id: ids[0] }),
+      { message_id: ids[0] },
+      LIMITS,
     );
     expect(other).toMatchObject({ kind: 'result', content: expect.stringMatching(/no email with id/) });
     expect(other.kind === 'result' && other.readId).toBeFalsy();
+    const few = await runEmailTool(
+      mailbox,
+      scope(),
+      'search_emails',
+      { keywords: ['lease'] },
+      { ...LIMITS, searchHits: 2 },
+    );
+    expect(few.kind === 'result' && few.searchedIds!.length).toBe(2);
   });
-  it('classify unknown tools, bad JSON and bad arguments as errors for the model', async () => {
-    expect(await runEmailTool(pool, scope(), 'delete_everything', '{}')).toMatchObject({
+  it('classify unknown tools and bad arguments as errors for the model', async () => {
+    expect(await runEmailTool(mailbox, scope(), 'delete_everything', {}, LIMITS)).toMatchObject({
       kind: 'unknown_tool',
     });
-    expect(await runEmailTool(pool, scope(), 'search_emails', '{not json')).toMatchObject({
-      kind: 'bad_arguments',
-    });
     expect(
-      await runEmailTool(pool, scope(), 'search_emails', JSON.stringify({ keywords: 'lease' })),
+      await runEmailTool(mailbox, scope(), 'search_emails', { keywords: 'lease' }, LIMITS),
     ).toMatchObject({
       kind: 'bad_arguments',
       content: expect.stringMatching(/keywords/),
     });
     expect(
+      await runEmailTool(mailbox, scope(), 'return_final_answer', { answer: 'x', sources: ['<1>'] }, LIMITS),
+    ).toEqual({ kind: 'final', answer: 'x', sources: ['<1>'] });
+  });
+  it('hostile calls are tool errors: prototype names, NUL characters, over-long fields', async () => {
+    for (const name of ['constructor', 'toString', '__proto__', 'hasOwnProperty'])
+      expect(await runEmailTool(mailbox, scope(), name, {}, LIMITS)).toMatchObject({ kind: 'unknown_tool' });
+    expect(
       await runEmailTool(
-        pool,
+        mailbox,
         scope(),
-        'return_final_answer',
-        JSON.stringify({ answer: 'x', sources: ['<1>'] }),
+        'search_emails',
+        { keywords: ['lea\u0000se'], from: 'a\u0000b' },
+        LIMITS,
       ),
-    ).toEqual({
-      kind: 'final',
-      answer: 'x',
-      sources: ['<1>'],
+    ).toMatchObject({ kind: 'result' });
+    expect(
+      await runEmailTool(mailbox, scope(), 'read_email', { message_id: '<1\u0000@x>' }, LIMITS),
+    ).toMatchObject({
+      kind: 'result',
+      content: expect.stringMatching(/no email/),
+    });
+    expect(
+      await runEmailTool(mailbox, scope(), 'return_final_answer', { answer: 'x'.repeat(3000) }, LIMITS),
+    ).toMatchObject({
+      kind: 'bad_arguments',
     });
   });
 });
 
 describe('episodes against the real model server', () => {
   it('run to an ending, record sampled tokens, and store once under their key', async () => {
-    const t = await runEpisode(llm, pool, question, settings());
+    const t = await runEpisode(llm, mailbox, question, settings());
     expect(['answered', 'max_turns', 'malformed', 'context_budget']).toContain(t.facts.ending);
     expect(t.facts.turns).toBeGreaterThan(0);
     expect(t.facts.turns).toBeLessThanOrEqual(4);
@@ -118,40 +166,64 @@ describe('episodes against the real model server', () => {
     expect(t.messages[0].content).toContain(question.inboxAddress!);
     expect(t.messages[0].content).toContain(question.queryDate.toISOString().slice(0, 10));
 
-    const key = { runId: `test-${Date.now()}`, stage: 'policy', step: 1, taskId: question.id, sample: 0 };
-    const first = await storeTrajectory(pool, key, question.id, t);
-    const again = await storeTrajectory(
-      pool,
-      key,
-      question.id,
-      await runEpisode(llm, pool, question, settings()),
-    );
-    expect(again).toEqual({ id: first.id, inserted: false });
-    const stored = await loadTrajectory(pool, first.id);
-    expect(stored.facts).toEqual(t.facts);
-    const weights = rewardWeightsSchema.parse({});
     const gold = { answer: question.answer, messageIds: question.messageIds };
-    expect(deterministicReward(stored.facts, gold, 4, weights)).toEqual(
-      deterministicReward(t.facts, gold, 4, weights),
+    const k = key('store');
+    const first = await store.episodes.storeEpisode(
+      k,
+      question.id,
+      t,
+      deterministicReward(t.facts, gold, 4, W),
     );
+    // A second attempt that finished the same key later: the first one's episode AND reward are kept.
+    const other = await runEpisode(llm, mailbox, question, settings({ seed: 12 }));
+    const otherReward = { ...deterministicReward(other.facts, gold, 4, W), total: 123 };
+    const again = await store.episodes.storeEpisode(k, question.id, other, otherReward);
+    expect(again.id).toBe(first.id);
+    expect(again.reward).toEqual(first.reward);
+    expect(again.trajectory.facts).toEqual(t.facts);
+    expect((await store.episodes.findEpisode(k))!.reward.total).not.toBe(123);
   });
 
   it('replays the same episode from the same seed (deterministic server)', async () => {
-    const a = await runEpisode(llm, pool, question, settings({ maxTurns: 2 }));
-    const b = await runEpisode(llm, pool, question, settings({ maxTurns: 2 }));
+    const a = await runEpisode(llm, mailbox, question, settings({ maxTurns: 2 }));
+    const b = await runEpisode(llm, mailbox, question, settings({ maxTurns: 2 }));
     expect(b.turns.map((t) => t.tokenIds)).toEqual(a.turns.map((t) => t.tokenIds));
   });
 
   it('stops at the context budget instead of sending an oversized request', async () => {
-    const t = await runEpisode(llm, pool, question, settings({ contextTokens: 200 }));
+    const t = await runEpisode(llm, mailbox, question, settings({ contextTokens: 200 }));
     expect(t.facts.ending).toBe('context_budget');
     expect(t.facts.turns).toBe(0);
+  });
+
+  it('stores what a model wrote even with NUL characters and broken surrogates in it', async () => {
+    const facts = episodeFacts({ answer: 'a\u0000b \ud800', sources: ['<x\u0000>'], turns: 1 });
+    const t: Trajectory = {
+      messages: [{ role: 'assistant', content: 'bad \u0000 text \udc00', tool_calls: [
+        { id: 'c', type: 'function', function: { name: 'return_final_answer', arguments: '{"answer": "a\\u0000b"}' } }] }],
+      turns: [],
+      facts,
+      wallMs: 1,
+    }; // prettier-ignore
+    const stored = await store.episodes.storeEpisode(
+      key('nul'),
+      question.id,
+      t,
+      deterministicReward(facts, { answer: 'x', messageIds: ['<g>'] }, 4, W),
+    );
+    const back = await store.episodes.loadEpisode(stored.id);
+    expect(back!.trajectory.facts.answer).toBe('a\uFFFDb \uFFFD');
   });
 });
 
 describe('Skill-RM', () => {
-  const skills = loadSkills(path.resolve(__dirname, '../../skills'), Object.keys(VERIFIERS));
+  const skills = loadSkills(
+    path.resolve(__dirname, '../../skills'),
+    availableVerifiers(true),
+    availableVerifiers(false),
+  );
   const scope = () => ({ inbox: 'allen-p', queryDate: new Date('2002-01-01') });
+  // allen-p/_sent_mail/601.: Phillip Allen to stagecoachmama@hotmail.com on 2000-12-14 about the lease data.
   const leaseId = '<9400496.1075855729384.JavaMail.evans@thyme>';
   const facts = (over: Partial<EpisodeFacts>) =>
     episodeFacts({
@@ -162,15 +234,19 @@ describe('Skill-RM', () => {
       turns: 3,
       ...over,
     });
-  const ctx = (f: EpisodeFacts, reference = 'phillip.allen@enron.com') => ({
-    pool,
+  const ctx = (
+    f: EpisodeFacts,
+    reference: string | null = 'phillip.allen@enron.com',
+    q = 'Who sent the lease data?',
+  ) => ({
+    mailbox,
     scope: scope(),
+    question: q,
     reference,
     facts: f,
   });
 
   it('verifiers judge hand-checked cases from the real mail', async () => {
-    // allen-p/_sent_mail/601.: Phillip Allen to stagecoachmama@hotmail.com on 2000-12-14 about the lease data.
     expect((await runVerifier('answer_matches_reference', ctx(facts({})))).passed).toBe(true);
     expect(
       await runVerifier('answer_matches_reference', ctx(facts({ answer: 'On 2000-12-15' }), '2000-12-14')),
@@ -183,17 +259,40 @@ describe('Skill-RM', () => {
       scope: { inbox: 'carson-m' },
     });
     expect(otherInbox.passed).toBe(false); // real id, but not this inbox's mail
-    const supported = await runVerifier(
-      'answer_supported_by_read_emails',
-      ctx(facts({ answer: 'stagecoachmama@hotmail.com, about the lease' })),
-    );
-    expect(supported.passed).toBe(true);
-    const unsupported = await runVerifier(
-      'answer_supported_by_read_emails',
-      ctx(facts({ answer: 'quarterly pipeline tariff dispute' })),
-    );
-    expect(unsupported.passed).toBe(false);
     expect((await runVerifier('format_valid', ctx(facts({ malformedCalls: 1 })))).passed).toBe(false);
+  });
+
+  it('reference-free verifiers say where in the cited email an answer is, and whether it is the asked-for email', async () => {
+    const sender = await runVerifier('answer_in_cited_email', ctx(facts({}), null));
+    expect(sender).toMatchObject({ passed: true, detail: expect.stringMatching(/from/) });
+    const recipient = await runVerifier(
+      'answer_in_cited_email',
+      ctx(facts({ answer: 'stagecoachmama@hotmail.com' }), null),
+    );
+    expect(recipient).toMatchObject({ passed: true, detail: expect.stringMatching(/cited email's to/) });
+    const date = await runVerifier('answer_in_cited_email', ctx(facts({ answer: '2000-12-14' }), null));
+    expect(date).toMatchObject({ passed: true, detail: expect.stringMatching(/date/) });
+    const invented = await runVerifier(
+      'answer_in_cited_email',
+      ctx(facts({ answer: 'quarterly pipeline tariff' }), null),
+    );
+    expect(invented.passed).toBe(false);
+    const unread = await runVerifier('answer_in_cited_email', ctx(facts({ readIds: [] }), null));
+    expect(unread).toMatchObject({ passed: false, detail: 'no cited email was read' });
+    const email = (await mailbox.read(scope(), leaseId))!;
+    const right = await runVerifier(
+      'cited_email_matches_question',
+      ctx(facts({}), null, `Who sent me the email with the subject "${email.subject}"?`),
+    );
+    expect(right.passed).toBe(true);
+    const wrong = await runVerifier(
+      'cited_email_matches_question',
+      ctx(facts({}), null, 'Who sent me the email with the subject "Gas tariff filing"?'),
+    );
+    expect(wrong.passed).toBe(false);
+    await expect(runVerifier('answer_matches_reference', ctx(facts({}), null))).rejects.toThrow(
+      /needs the reference/,
+    );
   });
 
   it.each(['skill', 'baseline'] as const)(
@@ -202,105 +301,90 @@ describe('Skill-RM', () => {
       const trajectory = { messages: [], turns: [], facts: facts({}), wallMs: 1 };
       const j = await judge(
         llm,
-        pool,
+        mailbox,
         skills,
         { question: question.question, reference: question.answer, scope: scope(), trajectory },
-        {
-          model: 'base',
-          mode,
-          maxTurns: 3,
-          maxTokensPerTurn: 32,
-          temperature: 1,
-          seed: 5,
-          retries: 1,
-          timeoutMs: 120_000,
-        },
+        judgeSettings({ mode }),
       );
       expect(j).toMatchObject({ failed: true, score: 0, verdict: null });
       expect(j.failure).toMatch(/verdict/);
       expect(j.turns.length).toBeGreaterThan(0);
       expect(j.turns[0].tokenIds!.length).toBe(j.turns[0].logprobs!.length); // the RM stage can train on it
-      const key = {
-        runId: `judge-${mode}-${Date.now()}`,
-        stage: 'policy',
-        step: 1,
-        taskId: question.id,
-        sample: 0,
-      };
-      const { id } = await storeTrajectory(pool, key, question.id, trajectory);
-      const first = await storeJudgement(pool, id, `base/${mode}/0`, 'base', j);
-      expect(await storeJudgement(pool, id, `base/${mode}/0`, 'base', j)).toBe(first);
+      const reward = deterministicReward(
+        trajectory.facts,
+        { answer: question.answer, messageIds: question.messageIds },
+        4,
+        W,
+      );
+      const { id } = await store.episodes.storeEpisode(key(`judge-${mode}`), question.id, trajectory, reward);
+      const first = await store.judgements.storeJudgement(id, `base/${mode}/0`, 'base', j);
+      expect(
+        await store.judgements.storeJudgement(id, `base/${mode}/0`, 'base', { ...j, score: 0.9 }),
+      ).toEqual(first);
     },
   );
+
+  it('a reference-free judge never sees the reference answer nor the skills that need it', async () => {
+    const trajectory = { messages: [], turns: [], facts: facts({}), wallMs: 1 };
+    const input = { question: question.question, reference: 'SECRET-REFERENCE', scope: scope(), trajectory };
+    const j = await judge(llm, mailbox, skills, input, judgeSettings({ reference: 'hidden' }));
+    const prompt = j.messages
+      .slice(0, 2)
+      .map((m) => m.content)
+      .join('\n');
+    expect(prompt).not.toMatch(/SECRET-REFERENCE|answer-correctness|answer_matches_reference/);
+    expect(prompt).toMatch(
+      /grounding \(verifiers: sources_are_real, answer_in_cited_email, cited_email_matches_question\)/,
+    );
+  });
 });
 
 describe('teacher labels', () => {
+  const deps = (teacher?: EnvDeps['teacher']): EnvDeps => ({
+    store,
+    llm,
+    modelServer: new ModelServerClient({ url: server.modelServer.url }),
+    skills: new Map(),
+    teacher,
+  });
+  const stored = async (tag: string, f: EpisodeFacts) => {
+    const trajectory = { messages: [], turns: [], facts: f, wallMs: 1 };
+    const gold = { answer: question.answer, messageIds: question.messageIds };
+    const { id } = await store.episodes.storeEpisode(
+      key(tag),
+      question.id,
+      trajectory,
+      deterministicReward(f, gold, 4, W),
+    );
+    const episode = await store.episodes.loadEpisode(id);
+    return { ...episode!, question: (await store.questions.questionContext(question.id))! };
+  };
+
   it('come from the deterministic layer without a teacher, and are cached per trajectory', async () => {
-    const weights = rewardWeightsSchema.parse({});
-    const trajectory = {
-      messages: [],
-      turns: [],
-      facts: episodeFacts({
+    const episode = await stored(
+      'label',
+      episodeFacts({
         answer: question.answer,
         sources: question.messageIds,
         searchedIds: question.messageIds,
         turns: 2,
       }),
-      wallMs: 1,
-    };
-    const key = {
-      runId: `label-${Date.now()}`,
-      stage: 'reward-model',
-      step: 1,
-      taskId: question.id,
-      sample: 0,
-    };
-    const { id } = await storeTrajectory(pool, key, question.id, trajectory);
-    const gold = { answer: question.answer, messageIds: question.messageIds };
-    const label = await teacherLabel(pool, id, question.question, gold, trajectory, weights, 4);
+    );
+    const label = await labelOnce(deps(), episode, W, 4);
     expect(label).toMatchObject({ correct: true, source: 'deterministic' });
-    const cached = await teacherLabel(
-      pool,
-      id,
-      question.question,
-      { ...gold, answer: 'something else' },
-      trajectory,
-      weights,
+    const cached = await labelOnce(
+      deps(),
+      { ...episode, question: { ...episode.question, gold: { answer: 'else', messageIds: [] } } },
+      W,
       4,
     );
     expect(cached).toEqual(label);
   });
 
   it('from a teacher endpoint that cannot produce a label: a clear error, nothing cached', async () => {
-    const weights = rewardWeightsSchema.parse({});
-    const trajectory = {
-      messages: [],
-      turns: [],
-      facts: episodeFacts({ answer: 'x' }),
-      wallMs: 1,
-    };
-    const key = {
-      runId: `label-teacher-${Date.now()}`,
-      stage: 'reward-model',
-      step: 1,
-      taskId: question.id,
-      sample: 0,
-    };
-    const { id } = await storeTrajectory(pool, key, question.id, trajectory);
+    const episode = await stored('label-teacher', episodeFacts({ answer: 'x' }));
     const teacher = { url: `${server.modelServer.url}/v1`, model: 'base' }; // a random tiny model: no parseable label
-    await expect(
-      teacherLabel(
-        pool,
-        id,
-        question.question,
-        { answer: 'y', messageIds: [] },
-        trajectory,
-        weights,
-        4,
-        teacher,
-      ),
-    ).rejects.toThrow(/no parseable label/);
-    const { rows } = await pool.query('SELECT 1 FROM teacher_labels WHERE trajectory_id = $1', [id]);
-    expect(rows).toHaveLength(0);
+    await expect(labelOnce(deps(teacher), episode, W, 4)).rejects.toThrow(/no parseable label/);
+    expect(await store.judgements.findLabel(episode.id)).toBeNull();
   });
 });

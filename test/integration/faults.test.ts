@@ -7,9 +7,10 @@ import { createPool } from '../../src/db/pool';
 import { startModelServer, stopModelServer } from '../../src/stack/modelServer';
 import { stopManaged } from '../../src/stack/processes';
 import { startTemporal, temporalProcess } from '../../src/stack/temporal';
-import { TASK_QUEUES } from '../../src/taskQueues';
+import { TASK_QUEUES } from '../../src/contract';
 import { WORKER_QUEUES } from '../../src/workers/start';
-import { trainingRun, type RunStatus } from '../../src/workflows/trainingRun';
+import type { RunStatus } from '../../src/contract';
+import { trainingRun } from '../../src/workflows/trainingRun';
 import { spawnWorker, stopWorker, tinyRunSpec, waitFor } from './runFixtures';
 import { cli, stackConfig, startTinyModelServer, tempDataDir, TEST_STACK_ENV } from './testStack';
 

@@ -5,16 +5,17 @@ import { workerLogger } from '../../src/workers/logger';
 import type { Config } from '../../src/config';
 import { rewardWeightsSchema } from '../../src/reward/deterministic';
 import { stopModelServer } from '../../src/stack/modelServer';
-import { TASK_QUEUES } from '../../src/taskQueues';
-import type { GrpoStageInput } from '../../src/grpo/stage';
-import { grpoStage } from '../../src/workflows/grpoStage';
 import {
   cancelSignal,
   pauseSignal,
   resumeSignal,
   setHyperparametersUpdate,
   stageStatusQuery,
-} from '../../src/workflows/messages';
+  TASK_QUEUES,
+  type StageInput,
+} from '../../src/contract';
+import { hyperparametersSchema } from '../../src/hyperparameters';
+import { grpoStage } from '../../src/workflows/grpoStage';
 import { withWorkers } from './runFixtures';
 import { cli, stackConfig, startTinyModelServer, tempDataDir, TEST_STACK_ENV } from './testStack';
 
@@ -43,22 +44,28 @@ const agent = {
   topP: 1,
   timeoutMs: 120_000,
   demonstration: true,
+  searchHits: 10,
+  bodyChars: 4000,
 };
 const judgeSettings = {
   mode: 'skill' as const,
+  reference: 'visible' as const,
   maxTurns: 2,
+  contextTokens: 2048,
   maxTokensPerTurn: 24,
   temperature: 1,
+  topP: 1,
   retries: 0,
   timeoutMs: 120_000,
 };
 
 /** The policy stage on its own, scored by the deterministic layer (judge weight 0; the run tests cover the judge). */
-const baseInput = (runId: string, adapter: string, steps: number): GrpoStageInput => ({
+const baseInput = (runId: string, adapter: string, steps: number): StageInput => ({
   runId,
   stage: 'policy',
   seed: 3,
   adapter,
+  startModel: 'base',
   steps,
   startStep: 1,
   tasksPerStep: 2,
@@ -67,14 +74,16 @@ const baseInput = (runId: string, adapter: string, steps: number): GrpoStageInpu
     kind: 'policy',
     agent,
     weights: rewardWeightsSchema.parse({}),
+    reward: 'gold',
     judge: { model: 'base', weight: 0, settings: judgeSettings },
   },
-  hyperparameters: { learning_rate: 1e-3, micro_batch: 4 },
+  objective: 'grpo',
+  hyperparameters: hyperparametersSchema.parse({ learning_rate: 1e-3 }),
   lora: { rank: 4, alpha: 8 },
   keepCheckpoints: 0,
   divideByStd: true,
   dynamicSampling: { enabled: false, minStd: 0.01, maxTopUps: 0 },
-  evaluation: { everySteps: 100, split: 'test', questions: 2 },
+  evaluation: { kind: 'policy', everySteps: 100, split: 'test', count: 2 },
   activities: { maximumAttempts: 3, heartbeatTimeoutSeconds: 30 },
   continueAsNewEverySteps: 1,
 });
@@ -109,9 +118,12 @@ it('pause stops new steps, setHyperparameters applies from the next step, resume
     });
     await expect(
       handle.executeUpdate(setHyperparametersUpdate, { args: [{ learning_rate: -1 }] }),
-    ).rejects.toMatchObject({ cause: { message: expect.stringMatching(/invalid learning_rate/) } });
+    ).rejects.toMatchObject({ cause: { message: expect.stringMatching(/learning_rate: Too small/) } });
+    await expect(
+      handle.executeUpdate(setHyperparametersUpdate, { args: [{ clip_high: 20 } as never] }),
+    ).rejects.toMatchObject({ cause: { message: expect.stringMatching(/clip_high: Too big/) } });
     const updated = await handle.executeUpdate(setHyperparametersUpdate, { args: [{ learning_rate: 2e-3 }] });
-    expect(updated).toEqual({ learning_rate: 2e-3, micro_batch: 4 });
+    expect(updated).toEqual(hyperparametersSchema.parse({ learning_rate: 2e-3 }));
     await handle.signal(resumeSignal);
     expect(await handle.result()).toMatchObject({ step: 3, phase: 'done' });
     const { rows } = await pool.query(

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createPool } from '../../src/db/pool';
-import { readEmail, searchEmails } from '../../src/mail/search';
+import { readEmail, searchEmails } from '../../src/store/mailbox';
 import { cli, stackConfig, tempDataDir, TEST_STACK_ENV } from './testStack';
 
 jest.setTimeout(180_000);

@@ -45,7 +45,7 @@ it('start → status → set → watch until done → list, with --json for scri
 
   const status = JSON.parse((await cli(['run', 'status', started.runId, '--json'], env)).stdout);
   expect(status).toMatchObject({ runId: started.runId, state: 'running' });
-  const set = await cli(['run', 'set', started.runId, 'lr=2e-3', 'clip_high=0.3'], env);
+  const set = await cli(['run', 'set', started.runId, 'learning_rate=2e-3', 'clip_high=0.3'], env);
   expect(set.stdout).toMatch(/from the next step .*learning_rate=0.002.*clip_high=0.3/);
 
   const watched = await cli(['run', 'watch', started.runId, '--interval', '0.5'], env);
@@ -139,7 +139,14 @@ it('says what to do when something is wrong', async () => {
     stderr: expect.stringMatching(/unknown run no-such-run: `evalrl run list` shows the runs/),
   });
   await expect(cli(['run', 'set', 'no-such-run', 'warmup=3'], env)).rejects.toMatchObject({
-    stderr: expect.stringMatching(/"warmup=3": expected key=value with key one of lr, learning_rate/),
+    stderr: expect.stringMatching(/warmup: Unrecognized key/),
+  });
+  // What the model server would refuse is refused by the CLI, before it reaches the run.
+  await expect(cli(['run', 'set', 'no-such-run', 'learning_rate=5'], env)).rejects.toMatchObject({
+    stderr: expect.stringMatching(/learning_rate: Too big: expected number to be <=1/),
+  });
+  await expect(cli(['run', 'retry', 'no-such-run', 'clip_high=20'], env)).rejects.toMatchObject({
+    stderr: expect.stringMatching(/clip_high: Too big/),
   });
   await expect(cli(['run', 'list'], { ...env, EVALRL_TEMPORAL_PORT: '17299' })).rejects.toMatchObject({
     stderr: expect.stringMatching(
@@ -148,22 +155,26 @@ it('says what to do when something is wrong', async () => {
   });
 });
 
-it('experiment ladder: base, untrained-RM and trained-RM policies from two runs on one seed', async () => {
-  const { stdout } = await cli(
-    ['experiment', 'ladder', specFile('ladder', tinyRunSpec('ladder')), '--json'],
-    env,
-  );
+it('experiment ladder: base, warm start, untrained-RM and trained-RM policies from two runs on one seed', async () => {
+  const spec = tinyRunSpec('ladder');
+  spec.stages.policyWarmStart = {
+    ...spec.stages.policyWarmStart,
+    enabled: true,
+    demonstrations: 2,
+    epochs: 1,
+    tasksPerStep: 2,
+  };
+  const { stdout } = await cli(['experiment', 'ladder', specFile('ladder', spec), '--json'], env);
   const result = JSON.parse(stdout);
-  expect(result.rows.map((r: { policy: string }) => r.policy)).toEqual([
-    'base policy',
-    'trained with the untrained reward model',
-    'trained with the RL-trained reward model',
-  ]);
-  for (const row of result.rows) {
-    expect(row.questions).toBe(2);
-    expect(row.successRate).toBeGreaterThanOrEqual(0);
-    expect(row.standardError).toBeGreaterThanOrEqual(0);
+  for (const key of ['base', 'warm_start', 'rl_untrained_rm', 'rl_trained_rm']) {
+    expect(result.rows[key]).toMatchObject({ n: 2, success: expect.any(Number), se: expect.any(Number) });
   }
+  expect(result.rm_agreement).toMatchObject({
+    untrained: expect.any(Number),
+    trained: expect.any(Number),
+    n: 2,
+  });
+  expect(result.wall_seconds).toBeGreaterThan(0);
   const untrained = JSON.parse(
     (await cli(['run', 'status', `${result.experimentId}/untrained-rm`, '--json'], env)).stdout,
   );
@@ -171,6 +182,11 @@ it('experiment ladder: base, untrained-RM and trained-RM policies from two runs 
     (await cli(['run', 'status', `${result.experimentId}/trained-rm`, '--json'], env)).stdout,
   );
   expect(untrained).toMatchObject({ state: 'done', stages: { policy: { step: 2 } } });
-  expect(untrained.stages.rewardModel).toBeUndefined(); // the reward-model stage runs once, in the other run
-  expect(trained).toMatchObject({ state: 'done', stages: { rewardModel: { step: 2 }, policy: { step: 2 } } });
+  // The second run trains only the policy, from the first run's warm start, judged by the untrained judge.
+  expect(untrained.stages.rewardModel).toBeUndefined();
+  expect(untrained.stages.policyWarmStart).toBeUndefined();
+  expect(trained).toMatchObject({
+    state: 'done',
+    stages: { policyWarmStart: { step: 1 }, rewardModel: { step: 2 }, policy: { step: 2 } },
+  });
 });

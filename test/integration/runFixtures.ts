@@ -15,8 +15,7 @@ export function tinyRunSpec(tag: string, seed = 11): RunSpec {
     steps: 2,
     tasksPerStep: 2,
     groupSize: 2,
-    learningRate: 1e-3,
-    microBatch: 8,
+    hyperparameters: { learning_rate: 1e-3 },
     dynamicSampling: { enabled: false },
   };
   return parseRunSpec({
@@ -26,9 +25,9 @@ export function tinyRunSpec(tag: string, seed = 11): RunSpec {
     lora: { rank: 4, alpha: 8 },
     sampling: { maxTurns: 2, maxTokensPerTurn: 24, contextTokens: 2048, timeoutSeconds: 120 },
     stages: { rewardModel: stage, policy: stage },
-    rewardModelData: { trainQuestions: 2, testQuestions: 2, episodesPerQuestion: 1 },
-    judge: { mode: 'skill', maxTurns: 2, retries: 0 },
-    evaluation: { everySteps: 100, questions: 2 },
+    rewardModelData: { trainQuestions: 2, testQuestions: 2, episodesPerQuestion: 1, balance: false },
+    judge: { mode: 'skill', maxTurns: 2, maxTokensPerTurn: 24, retries: 0 },
+    evaluation: { everySteps: 100, questions: 2, rewardModelEpisodes: 2 },
     continueAsNewEverySteps: 1,
     activities: { maximumAttempts: 3, heartbeatTimeoutSeconds: 10 },
   });

@@ -4,16 +4,18 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Runtime, Worker } from '@temporalio/worker';
 import { workerLogger } from '../../src/workers/logger';
 import type { Activities } from '../../src/activities';
-import type { GroupResult } from '../../src/grpo/step';
-import { SEARCH_ATTRIBUTES } from '../../src/searchAttributes';
-import { TASK_QUEUES } from '../../src/taskQueues';
 import {
   cancelSignal,
   pauseSignal,
   resumeSignal,
+  retryUpdate,
+  runStatusQuery,
+  SEARCH_ATTRIBUTES,
   setHyperparametersUpdate,
-} from '../../src/workflows/messages';
-import { retrySignal, runStatusQuery, trainingRun } from '../../src/workflows/trainingRun';
+  TASK_QUEUES,
+} from '../../src/contract';
+import type { ScoredGroup } from '../../src/grpo/env';
+import { trainingRun } from '../../src/workflows/trainingRun';
 import { tinyRunSpec, waitFor } from './runFixtures';
 
 /**
@@ -38,15 +40,16 @@ afterAll(() => env?.teardown());
 
 /** In-memory activities that record what the workflows asked for. */
 function fakeActivities(failTrainAt?: { stage: string; step: number }) {
-  const trained: { adapter: string; step: number; lr?: number }[] = [];
+  const trained: { adapter: string; step: number; lr?: number; objective: string; initFrom?: string }[] = [];
   const judgedBy = new Set<string>();
   const recorded = new Map<string, number>();
   let failed = false;
-  const group = (taskId: string): GroupResult => ({
+  const group = (taskId: string): ScoredGroup => ({
     taskId,
     samples: [{ kind: 'trajectory', id: 1 }],
     rewards_G: [0, 1],
     success_G: [0, 1],
+    failed_G: [0, 0],
   });
   const cpu: Partial<Activities['cpu']> = {
     registerRun: async () => {},
@@ -59,17 +62,18 @@ function fakeActivities(failTrainAt?: { stage: string; step: number }) {
       missing: 0,
     }),
     recordStepMetrics: async (i) => void recorded.set(`${i.stage}`, i.step),
+    recordAdapterVersion: async () => {},
     nextStep: async (i) => (recorded.get(i.stage) ?? 0) + 1,
   };
   const rollout: Partial<Activities['rollout']> = {
-    rolloutGroup: async (i) => group(i.taskId),
-    prepareCandidates: async () => 2,
+    rolloutGroup: async () => [{ kind: 'trajectory', id: 1 }],
+    prepareCandidates: async () => ({ correct: 2, incorrect: 2 }),
     evaluate: async (i) => ({ label: i.label, kind: i.kind, model: i.model, metrics: { successRate: 0.5 } }),
   };
   const judge: Activities['judge'] = {
-    judgeGroup: async (i) => {
+    rewardGroup: async (i) => {
       if (i.env.kind === 'policy') judgedBy.add(i.env.judge.model);
-      return i.rolledOut ?? group(i.taskId);
+      return group(i.taskId);
     },
   };
   const host: Activities['gpuHost'] = {
@@ -78,11 +82,16 @@ function fakeActivities(failTrainAt?: { stage: string; step: number }) {
         failed = true;
         throw ApplicationFailure.nonRetryable('the server refused the step', 'BadTrainRequest');
       }
-      trained.push({ adapter: i.adapter, step: i.step, lr: i.hyperparameters.learning_rate });
+      trained.push({
+        adapter: i.adapter,
+        step: i.step,
+        lr: i.hyperparameters.learning_rate,
+        objective: i.objective,
+        initFrom: i.lora.init_from,
+      });
       await new Promise((r) => setTimeout(r, 50));
-      return { adapter: i.adapter, step: i.step, loss: 0.1, clip_fraction: 0, approx_kl_old: 0, kl_ref: 0, entropy: 1, grad_norm: 1, tokens: 10, seconds: 0.05, learning_rate: i.hyperparameters.learning_rate ?? 0, checkpoint: '/tmp/x', sha256: 'ab', cached: false }; // prettier-ignore
+      return { adapter: i.adapter, step: i.step, loss: 0.1, clip_fraction: 0, approx_kl_old: 0, kl_ref: 0, entropy: 1, grad_norm: 1, update_norm: 0.1, tokens: 10, seconds: 0.05, learning_rate: i.hyperparameters.learning_rate ?? 0, checkpoint: '/tmp/x', sha256: 'ab', cached: false }; // prettier-ignore
     },
-    publishAdapter: async () => {},
   };
   return { cpu, rollout, judge, host, trained, judgedBy };
 }
@@ -140,7 +149,48 @@ it('sequences prepare → baseline → reward-model stage → policy stage judge
     expect([...fakes.judgedBy]).toEqual(['rm-order']);
     expect(result.evaluations.map((e) => e.label)).toEqual([
       'policy:base',
-      'rewardModel:base',
+      'rewardModel:untrained',
+      'rewardModel:step-2',
+      'policy:step-2',
+    ]);
+  });
+});
+
+it('with warm starts: policy warm start → data → judge warm start → baseline → GRPO stages from the warm adapters', async () => {
+  const fakes = fakeActivities();
+  await withFakeWorkers(fakes, async () => {
+    const spec = tinyRunSpec('warm');
+    spec.stages.policyWarmStart = {
+      ...spec.stages.policyWarmStart,
+      enabled: true,
+      demonstrations: 4,
+      epochs: 1,
+      tasksPerStep: 2,
+    };
+    spec.stages.judgeWarmStart = {
+      ...spec.stages.judgeWarmStart,
+      enabled: true,
+      demonstrations: 2,
+      epochs: 2,
+      tasksPerStep: 2,
+    };
+    const result = await (await start('warm', spec)).result();
+    expect(result.state).toBe('done');
+    expect(fakes.trained.map((t) => `${t.adapter}@${t.step}:${t.objective}:${t.initFrom ?? ''}`)).toEqual([
+      'policy-warm-warm@1:sft:',
+      'policy-warm-warm@2:sft:',
+      'rm-warm-warm@1:sft:',
+      'rm-warm-warm@2:sft:',
+      'rm-warm@1:grpo:rm-warm-warm@step-2',
+      'rm-warm@2:grpo:rm-warm-warm@step-2',
+      'policy-warm@1:grpo:policy-warm-warm@step-2',
+      'policy-warm@2:grpo:policy-warm-warm@step-2',
+    ]);
+    expect([...fakes.judgedBy]).toEqual(['rm-warm']);
+    expect(result.evaluations.map((e) => e.label)).toEqual([
+      'policyWarmStart:step-2',
+      'judgeWarmStart:step-2',
+      'policy:base',
       'rewardModel:step-2',
       'policy:step-2',
     ]);
@@ -157,8 +207,21 @@ it('a failed stage blocks the run until retry, which applies new hyperparameters
       error: 'the server refused the step',
       retries: 0,
     });
-    await handle.signal(retrySignal, { hyperparameters: { learning_rate: 5e-3 } });
+    // A retry the run would refuse is refused to the caller, and the run stays blocked and cancellable.
+    await expect(
+      handle.executeUpdate(retryUpdate, { args: [{ hyperparameters: { learning_rate: 5 } }] }),
+    ).rejects.toMatchObject({ cause: { message: expect.stringMatching(/learning_rate: Too big/) } });
+    await expect(
+      handle.executeUpdate(retryUpdate, { args: [{ hyperparameters: { warmup: 3 } as never }] }),
+    ).rejects.toMatchObject({ cause: { message: expect.stringMatching(/warmup/) } });
+    expect((await handle.query(runStatusQuery)).state).toBe('blocked');
+    expect(
+      await handle.executeUpdate(retryUpdate, { args: [{ hyperparameters: { learning_rate: 5e-3 } }] }),
+    ).toEqual({
+      phase: 'rewardModel',
+    });
     expect(await handle.result()).toMatchObject({ state: 'done' });
+    await expect(handle.executeUpdate(retryUpdate, { args: [{}] })).rejects.toThrow(); // done: nothing to retry
     expect(fakes.trained.map((t) => [`${t.adapter}@${t.step}`, t.lr])).toEqual([
       ['rm-retry@1', 1e-3],
       ['rm-retry@2', 5e-3],
@@ -193,6 +256,19 @@ it('run-level pause holds the stage; setHyperparameters is validated and applies
     expect(await handle.result()).toMatchObject({ state: 'done' });
     const rm = fakes.trained.filter((t) => t.adapter === 'rm-pause');
     expect(rm.map((t) => t.lr)).toEqual(rm.map((t) => (t.step <= held ? 1e-3 : 4e-3)));
+  });
+});
+
+it('a blocked run with refused retries still takes cancel', async () => {
+  const fakes = fakeActivities({ stage: 'rm', step: 1 });
+  await withFakeWorkers(fakes, async () => {
+    const handle = await start('blocked-cancel');
+    await waitFor(async () => (await handle.query(runStatusQuery)).state === 'blocked', 60_000, 'the block');
+    await expect(
+      handle.executeUpdate(retryUpdate, { args: [{ hyperparameters: { clip_high: 20 } }] }),
+    ).rejects.toThrow();
+    await handle.signal(cancelSignal);
+    expect(await handle.result()).toMatchObject({ state: 'cancelled' });
   });
 });
 

@@ -4,6 +4,7 @@ import OpenAI from 'openai';
 import { createPool } from '../../src/db/pool';
 import { runEpisode } from '../../src/env/emailAgent';
 import { startModelServer, stopModelServer } from '../../src/stack/modelServer';
+import { mailboxOf } from '../../src/store/mailbox';
 import { cli, stackConfig, tempDataDir, TEST_STACK_ENV } from './testStack';
 
 jest.setTimeout(600_000);
@@ -42,7 +43,7 @@ it('SmolLM2 follows the harness into well-formed tool calls, and every episode e
   const llm = new OpenAI({ baseURL: `${config.modelServer.url}/v1`, apiKey: 'unused' });
   let wellFormed = 0;
   for (let seed = 0; seed < 8; seed++) {
-    const t = await runEpisode(llm, pool, q, {
+    const t = await runEpisode(llm, mailboxOf(pool), q, {
       model: 'base',
       maxTurns: 3,
       contextTokens: 8192,
@@ -52,6 +53,8 @@ it('SmolLM2 follows the harness into well-formed tool calls, and every episode e
       seed,
       timeoutMs: 300_000,
       demonstration: true,
+      searchHits: 10,
+      bodyChars: 4000,
     });
     expect(['answered', 'max_turns', 'malformed']).toContain(t.facts.ending);
     expect(t.turns.every((turn) => turn.tokenIds!.length === turn.logprobs!.length)).toBe(true);

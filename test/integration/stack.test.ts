@@ -4,7 +4,7 @@ import { Runtime } from '@temporalio/worker';
 import { workerLogger } from '../../src/workers/logger';
 import { MIGRATIONS } from '../../src/db/migrations';
 import { createPool } from '../../src/db/pool';
-import { TASK_QUEUES } from '../../src/taskQueues';
+import { TASK_QUEUES } from '../../src/contract';
 import { createWorkers, runWorkersUntil } from '../../src/workers/start';
 import { stackCheck } from '../../src/workflows';
 import { cli, stackConfig, tempDataDir, TEST_STACK_ENV } from './testStack';

@@ -5,9 +5,15 @@ import { Runtime, Worker } from '@temporalio/worker';
 import { workerLogger } from '../../src/workers/logger';
 import type { Config } from '../../src/config';
 import { startModelServer, stopModelServer } from '../../src/stack/modelServer';
-import { TASK_QUEUES } from '../../src/taskQueues';
-import { cancelSignal, pauseSignal, resumeSignal } from '../../src/workflows/messages';
-import { retrySignal, runStatusQuery, trainingRun } from '../../src/workflows/trainingRun';
+import {
+  cancelSignal,
+  pauseSignal,
+  resumeSignal,
+  retryUpdate,
+  runStatusQuery,
+  TASK_QUEUES,
+} from '../../src/contract';
+import { trainingRun } from '../../src/workflows/trainingRun';
 import { tinyRunSpec, waitFor, withWorkers } from './runFixtures';
 import { cli, startTinyModelServer, tempDataDir, TEST_STACK_ENV } from './testStack';
 
@@ -46,8 +52,8 @@ it('runs both stages: the policy is judged by the reward-model adapter stage 1 t
     expect(result.evaluations.map((e) => e.label).sort()).toEqual([
       'policy:base',
       'policy:step-2',
-      'rewardModel:base',
       'rewardModel:step-2',
+      'rewardModel:untrained',
     ]);
     expect(result.best?.kind).toBe('policy');
     expect(checkpoints('rm-full')).toEqual(['step-0', 'step-1', 'step-2']);
@@ -118,7 +124,7 @@ it('runs both stages: the policy is judged by the reward-model adapter stage 1 t
     await expect(refused).rejects.toMatchObject({
       cause: {
         cause: {
-          message: expect.stringMatching(/models\.rewardModel\.adapter: "rm-full" belongs to run run-full-/),
+          message: expect.stringMatching(/models: adapter "rm-full" belongs to run run-full-/),
         },
       },
     });
@@ -157,7 +163,7 @@ it('a stage that fails after its retries blocks the run; retry with a new learni
       checkpoints: path.join(dir, 'checkpoints'),
       mode: 'deterministic',
     });
-    await handle.signal(retrySignal, { hyperparameters: { learning_rate: 2e-3 } });
+    await handle.executeUpdate(retryUpdate, { args: [{ hyperparameters: { learning_rate: 2e-3 } }] });
     expect(await handle.result()).toMatchObject({ state: 'done', blocked: null });
     const { rows } = await pool.query(
       `SELECT step, metrics->>'optim/lr' AS lr FROM step_metrics WHERE run_id = $1 AND stage = 'rewardModel' ORDER BY step`,

@@ -103,4 +103,22 @@ describe('checkAnswer', () => {
     expect(checkAnswer('It was sent on 2000-12-15', '2000-12-14').correct).toBe(false);
     expect(checkAnswer("I don't know", 'phillip.allen@enron.com').correct).toBe(false);
   });
+  it("reads a date copied from a search hit's timestamp", () => {
+    expect(datesIn('2001-05-05T14:32:00.000Z')).toEqual(['2001-05-05']);
+    expect(checkAnswer('2001-05-05T14:32:00.000Z', '2001-05-05').correct).toBe(true);
+    expect(datesIn('id 12001-05-050')).toEqual([]); // not a date inside a longer number
+  });
+  it('cannot be gamed by listing candidates', () => {
+    const senders = 'a@enron.com, phillip.allen@enron.com, b@enron.com, c@enron.com';
+    expect(checkAnswer(senders, 'phillip.allen@enron.com').correct).toBe(false);
+    expect(checkAnswer('$100, $250, $1,500, $3,000, $7,000', '$1,500').correct).toBe(false);
+    expect(checkAnswer('2001-01-01 or 2001-01-02 or 2000-12-14', '2000-12-14').correct).toBe(false);
+    const subjects = 'Gas lease, Budget, Q3 numbers, Re: dinner, Meeting notes, Forecast, Travel plans';
+    expect(checkAnswer(subjects, 'Meeting notes').correct).toBe(false);
+    // A little context stays correct.
+    expect(checkAnswer('phillip.allen@enron.com, to me@enron.com', 'phillip.allen@enron.com').correct).toBe(
+      true,
+    );
+    expect(checkAnswer('Meeting notes', 'meeting notes').correct).toBe(true);
+  });
 });

@@ -1,16 +1,22 @@
-import { parseAssignments, sparkline } from '../../src/cli/runFormat';
-import { samplingModel, stageInput } from '../../src/grpo/stage';
+import { sparkline } from '../../src/cli/runFormat';
+import { policyJudge, samplingModel, stageInput } from '../../src/grpo/stage';
+import { parseAssignments } from '../../src/hyperparameters';
 import { parseRunSpec } from '../../src/runSpec';
 
-it('parses `run set` assignments and names a bad one', () => {
-  expect(parseAssignments(['lr=1e-5', 'clip_high=0.3', 'loss_aggregation=dr-grpo'])).toEqual({
+it('parses `run set` assignments by the one schema and names a bad one', () => {
+  expect(parseAssignments(['learning_rate=1e-5', 'clip_high=0.3', 'loss_aggregation=dr-grpo'])).toEqual({
     learning_rate: 1e-5,
     clip_high: 0.3,
     loss_aggregation: 'dr-grpo',
   });
-  expect(() => parseAssignments(['warmup=3'])).toThrow(/"warmup=3": expected key=value with key one of lr/);
-  expect(() => parseAssignments(['lr='])).toThrow(/"lr=": expected key=value/);
-  expect(() => parseAssignments(['lr=fast'])).toThrow(/"lr=fast": lr takes a number/);
+  expect(() => parseAssignments(['warmup=3'])).toThrow(/warmup.*Unrecognized key/);
+  expect(() => parseAssignments(['learning_rate='])).toThrow(/"learning_rate=": expected key=value/);
+  expect(() => parseAssignments(['learning_rate=fast'])).toThrow(
+    /learning_rate: Invalid input: expected number/,
+  );
+  // What the model server would refuse is refused here (the bounds are the server's).
+  expect(() => parseAssignments(['learning_rate=5'])).toThrow(/learning_rate: Too big/);
+  expect(() => parseAssignments(['clip_high=20'])).toThrow(/clip_high: Too big/);
 });
 
 it('draws a sparkline over the series range', () => {
@@ -19,20 +25,54 @@ it('draws a sparkline over the series range', () => {
   expect(sparkline([])).toBe('');
 });
 
-it('builds both stages from one spec: same loop, different environment, seed-derived adapter init', () => {
-  const stage = { steps: 3, tasksPerStep: 2, groupSize: 4, learningRate: 1e-4 };
+it('builds every stage from one spec: same loop, different environment, seed-derived adapter init', () => {
+  const stage = { steps: 3, tasksPerStep: 2, groupSize: 4, hyperparameters: { learning_rate: 1e-4 } };
   const spec = parseRunSpec({
     name: 'x',
     seed: 5,
     models: { policy: { adapter: 'p' }, rewardModel: { adapter: 'rm' } },
-    stages: { rewardModel: stage, policy: { ...stage, learningRate: 2e-4 } },
+    stages: { rewardModel: stage, policy: { ...stage, hyperparameters: { learning_rate: 2e-4 } } },
   });
-  const rm = stageInput(spec, 'run', 'rewardModel', 'base');
-  const policy = stageInput(spec, 'run', 'policy', 'rm');
+  const rm = stageInput(spec, 'run', 'rewardModel');
+  const policy = stageInput(spec, 'run', 'policy');
   expect(rm.env.kind).toBe('rewardModel');
-  expect(policy.env).toMatchObject({ kind: 'policy', judge: { model: 'rm', weight: 1 } });
+  expect(policy.env).toMatchObject({
+    kind: 'policy',
+    reward: 'reference-free',
+    judge: { model: 'rm', weight: 1 },
+  });
   expect([rm.adapter, policy.adapter]).toEqual(['rm', 'p']);
   expect([rm.lora.init_seed, policy.lora.init_seed]).toEqual(['5:rewardModel', '5:policy']);
   expect(policy.hyperparameters).toMatchObject({ learning_rate: 2e-4, clip_low: 0.2, clip_high: 0.28 });
-  expect([samplingModel('p', 1), samplingModel('p', 2)]).toEqual(['base', 'p']);
+  expect([samplingModel(policy, 1), samplingModel(policy, 2)]).toEqual(['base', 'p']);
+
+  // With warm starts, the GRPO stages start from their last checkpoint.
+  const warm = parseRunSpec({
+    ...spec,
+    stages: {
+      ...spec.stages,
+      policyWarmStart: { enabled: true, demonstrations: 10, epochs: 2, tasksPerStep: 4 },
+      judgeWarmStart: { enabled: true, demonstrations: 4, epochs: 1, tasksPerStep: 4 },
+    },
+  });
+  const warmPolicy = stageInput(warm, 'run', 'policyWarmStart');
+  expect(warmPolicy).toMatchObject({
+    adapter: 'p-warm',
+    steps: 5,
+    objective: 'sft',
+    groupSize: 1,
+    env: { kind: 'warmStart', target: 'policy' },
+  });
+  expect(stageInput(warm, 'run', 'policy')).toMatchObject({
+    startModel: 'p-warm@step-5',
+    lora: { init_from: 'p-warm@step-5' },
+  });
+  expect(stageInput(warm, 'run', 'rewardModel').lora.init_from).toBe('rm-warm@step-1');
+  // Without a reward-model stage, the policy is judged by the untrained (warm-started) judge.
+  expect(
+    policyJudge({
+      ...warm,
+      stages: { ...warm.stages, rewardModel: { ...warm.stages.rewardModel, enabled: false } },
+    }),
+  ).toBe('rm-warm@step-1');
 });

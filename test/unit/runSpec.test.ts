@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadRunSpec, parseRunSpec, RunSpecError } from '../../src/runSpec';
 
-const stage = { steps: 2, tasksPerStep: 4, groupSize: 4, learningRate: 1e-5 };
+const stage = { steps: 2, tasksPerStep: 4, groupSize: 4, hyperparameters: { learning_rate: 1e-5 } };
 const minimal = {
   name: 'demo',
   seed: 1,
@@ -22,15 +22,32 @@ function problems(value: unknown): string[] {
 }
 
 describe('run spec', () => {
+  it('refuses what nothing reads and combinations that cannot work', () => {
+    expect(
+      problems({ ...minimal, models: { ...minimal.models, policy: { adapter: 'p', base: '/models/x' } } }),
+    ).toEqual([expect.stringMatching(/^models\.policy\.base: Unrecognized key/)]);
+    expect(
+      problems({ ...minimal, models: { policy: { adapter: 'same' }, rewardModel: { adapter: 'same' } } }),
+    ).toEqual([expect.stringMatching(/^models\.rewardModel\.adapter: must differ/)]);
+    expect(problems({ ...minimal, judge: { weight: 0 } })).toEqual([
+      expect.stringMatching(/^judge\.weight: a reference-free reward needs/),
+    ]);
+  });
+
   it('fills defaults for everything optional', () => {
     const spec = parseRunSpec(minimal);
     expect(spec.stages.policy).toMatchObject({
-      clipLow: 0.2,
-      clipHigh: 0.28,
-      lossAggregation: 'token-mean',
+      hyperparameters: {
+        learning_rate: 1e-5,
+        clip_low: 0.2,
+        clip_high: 0.28,
+        loss_aggregation: 'token-mean',
+      },
       dynamicSampling: { enabled: true, minStd: 0.01 },
     });
-    expect(spec.judge.mode).toBe('skill');
+    expect(spec.stages.policyWarmStart.enabled).toBe(false);
+    expect(spec.judge).toMatchObject({ mode: 'skill', reference: 'hidden', maxTokensPerTurn: 192 });
+    expect(spec.reward).toBe('reference-free');
     expect(spec.rewardWeights.correct).toBe(1);
     expect(spec.lora).toEqual({ rank: 16, alpha: 32 });
   });
@@ -40,7 +57,10 @@ describe('run spec', () => {
       ...minimal,
       seed: -1,
       models: { policy: { adapter: 'bad name!' }, rewardModel: { adapter: 'rm' } },
-      stages: { rewardModel: { ...stage, groupSize: 1 }, policy: { ...stage, lossAggregation: 'sum' } },
+      stages: {
+        rewardModel: { ...stage, groupSize: 1 },
+        policy: { ...stage, hyperparameters: { loss_aggregation: 'sum', learning_rate: 5 } },
+      },
       judge: { mode: 'oracle' },
       typo: true,
     };
@@ -50,7 +70,8 @@ describe('run spec', () => {
         expect.stringMatching(/^seed: /),
         expect.stringMatching(/^models\.policy\.adapter: /),
         expect.stringMatching(/^stages\.rewardModel\.groupSize: GRPO needs/),
-        expect.stringMatching(/^stages\.policy\.lossAggregation: /),
+        expect.stringMatching(/^stages\.policy\.hyperparameters\.loss_aggregation: /),
+        expect.stringMatching(/^stages\.policy\.hyperparameters\.learning_rate: Too big/),
         expect.stringMatching(/^judge\.mode: /),
         expect.stringMatching(/typo/),
       ]),
@@ -62,7 +83,7 @@ describe('run spec', () => {
     const yamlFile = path.join(dir, 'run.yaml');
     fs.writeFileSync(
       yamlFile,
-      'name: demo\nseed: 1\nmodels:\n  policy: {adapter: policy}\n  rewardModel: {adapter: rm}\nstages:\n  rewardModel: {steps: 1, tasksPerStep: 2, groupSize: 2, learningRate: 0.0001}\n  policy: {steps: 1, tasksPerStep: 2, groupSize: 2, learningRate: 0.0001}\n',
+      'name: demo\nseed: 1\nmodels:\n  policy: {adapter: policy}\n  rewardModel: {adapter: rm}\nstages:\n  rewardModel: {steps: 1, tasksPerStep: 2, groupSize: 2, hyperparameters: {learning_rate: 0.0001}}\n  policy: {steps: 1, tasksPerStep: 2, groupSize: 2}\n',
     );
     expect(loadRunSpec(yamlFile).name).toBe('demo');
     const jsonFile = path.join(dir, 'run.json');
@@ -77,6 +98,6 @@ describe('run spec', () => {
 it('every spec in examples/ is valid', () => {
   const examples = path.resolve(__dirname, '../../examples');
   const files = fs.readdirSync(examples).filter((f) => f.endsWith('.yaml'));
-  expect(files.sort()).toEqual(['demo.yaml', 'production.yaml']);
+  expect(files.sort()).toEqual(['demo.yaml', 'ladder.yaml', 'production.yaml']);
   for (const f of files) expect(loadRunSpec(path.join(examples, f)).name).toBeTruthy();
 });

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { aggregate } from '../../src/reward/aggregate';
 import { policyMetrics, rmMetrics } from '../../src/reward/evaluation';
 import { loadSkills, readResource } from '../../src/reward/skills';
-import { VERIFIERS } from '../../src/reward/verifiers';
+import { availableVerifiers } from '../../src/reward/verifiers';
 import type { RewardComponents } from '../../src/reward/deterministic';
 
 const SKILLS = path.resolve(__dirname, '../../skills');
@@ -25,10 +25,16 @@ const ev = (verifier: string, passed: boolean, critical = false) => ({
 
 describe('skill packages', () => {
   it('load with their verifiers and resources', () => {
-    const skills = loadSkills(SKILLS, Object.keys(VERIFIERS));
+    const skills = loadSkills(SKILLS, availableVerifiers(true), availableVerifiers(false));
     expect([...skills.keys()]).toEqual(['answer-correctness', 'general-rubric', 'grounding']);
     const grounding = skills.get('grounding')!;
-    expect(grounding.verifiers).toEqual(['sources_are_real', 'answer_supported_by_read_emails']);
+    expect(grounding.verifiers).toEqual([
+      'sources_are_real',
+      'answer_in_cited_email',
+      'cited_email_matches_question',
+    ]);
+    expect(grounding.needs_reference).toBe(false);
+    expect(skills.get('answer-correctness')!.needs_reference).toBe(true);
     expect(readResource(grounding, 'rubric.md')).toMatch(/Sources are real/);
     expect(readResource(grounding, '../answer-correctness/checklist.md')).toBeNull();
   });
@@ -45,6 +51,13 @@ describe('skill packages', () => {
       '---\nname: bad\ndescription: a long enough text\nverifiers: [nope]\n---\nbody',
     );
     expect(() => loadSkills(root, ['x'])).toThrow(/unknown verifier "nope"/);
+    fs.writeFileSync(
+      path.join(root, 'bad', 'SKILL.md'),
+      '---\nname: bad\ndescription: a long enough text\nverifiers: [needs_gold]\n---\nbody',
+    );
+    expect(() => loadSkills(root, ['needs_gold'], [])).toThrow(
+      /"needs_gold" needs the reference answer; set needs_reference/,
+    );
   });
 });
 
@@ -72,7 +85,14 @@ describe('evaluation', () => {
       r(false, true, false, 6),
       r(false, false, false, 8),
     ]);
-    expect(m).toEqual({ episodes: 4, successRate: 0.25, idkRate: 0.25, wrongRate: 0.25, meanTurns: 5 });
+    expect(m).toEqual({
+      episodes: 4,
+      successRate: 0.25,
+      successSe: Math.sqrt((0.25 * 0.75) / 4),
+      idkRate: 0.25,
+      wrongRate: 0.25,
+      meanTurns: 5,
+    });
   });
   it('reward model: agreement, precision/recall for "correct", calibration', () => {
     const m = rmMetrics([

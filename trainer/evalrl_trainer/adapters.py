@@ -3,6 +3,7 @@
 Addressing (the `model` of a request): `base`; `policy` or `policy@latest` (the adapter as trained so far);
 `policy@step-12` (that checkpoint, loaded on first use as a read-only adapter).
 """
+import copy
 import hashlib
 import re
 import shutil
@@ -61,23 +62,37 @@ class Adapters:
 
     # --- trainable adapters -----------------------------------------------------------------------------
     def create(self, name: str, settings: LoraSettings) -> None:
-        """A new trainable adapter, initialised from its init seed (default: its name), checkpointed as step 0."""
+        """A new trainable adapter, checkpointed as step 0: initialised from its init seed (default: its name), or
+        a copy of the checkpoint `init_from` names (its weights and LoRA shape; a fresh optimizer)."""
         if not NAME.match(name):
             raise AdapterError(f"adapter: '{name}' is not a valid name (letters, digits, _ and -)")
         with self.lock:
             if name in self.trained:
                 return
-            digest = hashlib.sha256(f"{self.seed}:{settings.init_seed or name}".encode()).digest()
-            torch.manual_seed(int.from_bytes(digest[:8], "little") % 2**63)
-            config = lora_config(settings)
-            if self.peft is None:
-                self.peft = get_peft_model(self.base.model, config, adapter_name=name)
+            if settings.init_from:
+                self._load(name, self._checkpoint(settings.init_from), trainable=True)
             else:
-                self.peft.add_adapter(name, config)
-            self._freeze_all()
+                digest = hashlib.sha256(f"{self.seed}:{settings.init_seed or name}".encode()).digest()
+                torch.manual_seed(int.from_bytes(digest[:8], "little") % 2**63)
+                config = lora_config(settings)
+                if self.peft is None:
+                    self.peft = get_peft_model(self.base.model, config, adapter_name=name)
+                else:
+                    self.peft.add_adapter(name, config)
+                self._freeze_all()
             self.optimizers[name] = self._optimizer(name)
             self.trained[name] = 0
             checkpoints.save_checkpoint(self.root, name, 0, self.peft, self.optimizers[name], {"step": 0})
+
+    def _checkpoint(self, address: str) -> Path:
+        """The PEFT folder of a complete checkpoint `name@step-N`."""
+        m = ADDRESS.match(address)
+        if not m or m.group("step") is None:
+            raise AdapterError(f"lora.init_from: '{address}' is not a checkpoint address (name@step-N)")
+        name, step = m.group("name"), int(m.group("step"))
+        if step not in checkpoints.complete_steps(self.root, name):
+            raise AdapterError(f"lora.init_from: adapter '{name}' has no checkpoint step-{step}")
+        return checkpoints.adapter_weights_path(self.root, name, step)
 
     def resume_all(self) -> dict[str, int]:
         """Every adapter under the checkpoint root, from its latest complete checkpoint."""
@@ -107,6 +122,18 @@ class Adapters:
 
     def trainable_parameters(self, name: str) -> list[torch.nn.Parameter]:
         return [p for n, p in self.peft.named_parameters() if f".{name}." in n and "lora_" in n]
+
+    def snapshot(self, name: str) -> dict:
+        """A copy of a trainable adapter's weights and optimizer state (small: LoRA only)."""
+        weights = {n: p.detach().clone() for n, p in self.peft.named_parameters() if f".{name}." in n and "lora_" in n}
+        return {"weights": weights, "optimizer": copy.deepcopy(self.optimizers[name].state_dict())}
+
+    def restore_snapshot(self, name: str, snapshot: dict) -> None:
+        with torch.no_grad():
+            for n, p in self.peft.named_parameters():
+                if n in snapshot["weights"]:
+                    p.copy_(snapshot["weights"][n])
+        self.optimizers[name].load_state_dict(snapshot["optimizer"])
 
     # --- read-only adapters (vLLM's load_lora_adapter) ----------------------------------------------------
     def load_external(self, name: str, path: Path) -> None:

@@ -61,8 +61,10 @@ def grpo_loss(
     return loss, metrics
 
 
-def loss_normaliser(mask_BT: torch.Tensor, aggregation: Aggregation, max_tokens: int) -> float:
-    """token-mean: mean over produced tokens; Dr.GRPO: a constant (sequences × max tokens), no length bias."""
+def loss_normaliser(tokens: float, sequences: int, longest: int, aggregation: Aggregation) -> float:
+    """token-mean: mean over the step's produced tokens; Dr.GRPO: a constant (sequences × longest), no length bias.
+
+    Computed once for the whole step, so micro-batch losses add up to the step's loss exactly."""
     if aggregation == "token-mean":
-        return float(mask_BT.sum().clamp(min=1))
-    return float(mask_BT.shape[0] * max_tokens)
+        return max(tokens, 1.0)
+    return float(sequences * longest)

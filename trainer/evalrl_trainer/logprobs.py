@@ -1,38 +1,59 @@
-"""Per-token logprobs and entropy of a causal LM, computed a micro-batch at a time."""
+"""Per-token logprobs and entropy of a causal LM, in bounded memory.
+
+Memory does not depend on what was sampled: attention runs without a T × T mask (rows are right-padded, which
+a causal model never attends to), and the output layer runs only at the positions whose next token is used, in
+chunks that are recomputed in the backward pass instead of kept, so vocab × tokens logits never exist at once.
+"""
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+HEAD_CHUNK = 512  # positions per output-layer chunk: 512 × 49,152 fp32 logits ≈ 100 MB (SmolLM2)
+
+
+def causal_lm(model):
+    """The transformers causal LM inside a PEFT wrapper (or the model itself)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
 def token_logprobs(
     model,
-    input_ids_BT: torch.Tensor,
-    attention_BT: torch.Tensor,
+    input_ids_BT: torch.Tensor,  # (B, T) right-padded
+    needed_BT: torch.Tensor | None = None,  # (B, T) 1 where the token's logprob is used; None: every token
     with_entropy: bool = False,
-    needed_BT: torch.Tensor | None = None,
 ):
-    """logp_BT[b, t] = log p(input_ids[b, t] | input_ids[b, :t]); position 0 has no prediction and is 0.
+    """logp_BT[b, t] = log p(input_ids[b, t] | input_ids[b, :t]) where needed (0 elsewhere and at t = 0).
 
-    `needed_BT` marks the tokens whose logprob is used (the ones the model produced): the output layer then
-    runs only at the positions that predict them, and the rest stay 0. In multi-turn episodes most tokens are
-    prompt, and vocab × tokens is the largest product of the step. cross_entropy is the fused log-softmax +
-    gather, in fp32 inside it only. Entropy is a metric: no gradient.
+    Entropy (a metric, no gradient) is that of the next-token distribution at the same places.
     """
     B, T = input_ids_BT.shape
-    # Prediction positions: p predicts token p + 1.
-    keep = torch.arange(T - 1, device=input_ids_BT.device)
-    if needed_BT is not None:
-        keep = torch.nonzero(needed_BT[:, 1:].any(0)).squeeze(-1)
-    # No KV cache in training; an all-ones mask is dropped so attention can take the fused causal kernel.
-    mask = None if bool(attention_BT.all()) else attention_BT
-    logits_BKV = model(input_ids=input_ids_BT, attention_mask=mask, use_cache=False, logits_to_keep=keep).logits
-    V = logits_BKV.shape[-1]
-    targets_BK = input_ids_BT[:, keep + 1]
-    nll = F.cross_entropy(logits_BKV.float().reshape(-1, V), targets_BK.reshape(-1), reduction="none")
-    logp_BT = torch.zeros(B, T, dtype=nll.dtype, device=nll.device).index_copy(1, keep + 1, -nll.view(B, -1))
+    lm = causal_lm(model)
+    hidden_BTH = lm.get_decoder()(input_ids=input_ids_BT, use_cache=False).last_hidden_state
+    needed = torch.ones_like(input_ids_BT, dtype=torch.bool) if needed_BT is None else needed_BT.bool()
+    needed[:, 0] = False  # nothing predicts the first token
+    rows_N, cols_N = torch.nonzero(needed, as_tuple=True)  # token (b, t) is predicted at (b, t - 1)
+    hidden_NH = hidden_BTH[rows_N, cols_N - 1]
+    targets_N = input_ids_BT[rows_N, cols_N]
+    head = lm.get_output_embeddings()
+    logp, entropy = [], []
+    for start in range(0, len(targets_N), HEAD_CHUNK):
+        chunk = slice(start, start + HEAD_CHUNK)
+        lp, ent = checkpoint(_chunk_logprobs, head, hidden_NH[chunk], targets_N[chunk], use_reentrant=False)
+        logp.append(lp)
+        entropy.append(ent)
+    logp_BT = torch.zeros(B, T, dtype=torch.float32, device=input_ids_BT.device)
+    logp_BT = logp_BT.index_put((rows_N, cols_N), torch.cat(logp) if logp else logp_BT.new_zeros(0))
     if not with_entropy:
         return logp_BT, None
-    with torch.no_grad():
-        z = logits_BKV.detach().float()
-        entropy_BK = torch.logsumexp(z, -1) - (torch.softmax(z, -1) * z).sum(-1)
-        entropy_BT = torch.zeros(B, T, dtype=z.dtype, device=z.device).index_copy(1, keep + 1, entropy_BK)
+    entropy_BT = torch.zeros(B, T, dtype=torch.float32, device=input_ids_BT.device)
+    entropy_BT[rows_N, cols_N] = torch.cat(entropy) if entropy else entropy_BT.new_zeros(0)
     return logp_BT, entropy_BT
+
+
+def _chunk_logprobs(head, hidden_NH: torch.Tensor, targets_N: torch.Tensor):
+    """One chunk of the output layer: the target's logprob (fp32, fused log-softmax + gather) and the entropy."""
+    logits_NV = head(hidden_NH).float()
+    logp_N = -F.cross_entropy(logits_NV, targets_N, reduction="none")
+    with torch.no_grad():
+        entropy_N = torch.logsumexp(logits_NV, -1) - (torch.softmax(logits_NV, -1) * logits_NV).sum(-1)
+    return logp_N, entropy_N

@@ -11,6 +11,7 @@ class LoraSettings:
     dropout: float = 0.0
     target_modules: str | tuple[str, ...] = "all-linear"
     init_seed: str | None = None  # what a new adapter's initial weights derive from (default: its name)
+    init_from: str | None = None  # or a checkpoint (`name@step-N`) whose weights and LoRA shape it starts from
 
 
 def lora_config(settings: LoraSettings) -> LoraConfig:

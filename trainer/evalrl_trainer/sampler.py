@@ -102,7 +102,8 @@ class Sampler:
         out_ids: list[list[int]] = [[] for _ in requests]
         out_lp: list[list[float]] = [[] for _ in requests]
         finish: list[str | None] = [None] * B
-        logits = model(input_ids=ids, attention_mask=attn, position_ids=positions, past_key_values=cache, use_cache=True, **extra).logits[:, -1]
+        # Prefill: the output layer only at the last position (the one sampling needs), not vocab × prompt.
+        logits = model(input_ids=ids, attention_mask=attn, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1, **extra).logits[:, -1]
         for step in range(max(r.max_tokens for r in requests)):
             logp_BV = torch.log_softmax(logits.float(), dim=-1)
             next_ids = torch.full((B, 1), self.pad_id, dtype=torch.long, device=device)

@@ -1,15 +1,12 @@
-"""Training service: exactly-once GRPO steps per (adapter, step), with progress and cancellation."""
+"""Training service: exactly-once steps per (adapter, step), with progress and cancellation."""
 import threading
 import time
 from dataclasses import dataclass, field
 
-import torch
-
 from . import checkpoints
 from .adapters import Adapters, AdapterError
-from .grpo import LossConfig
 from .lora import LoraSettings
-from .train_step import Batch, StepConfig, train_step
+from .train_step import Sequence, StepConfig, train_step
 
 
 class StepConflict(ValueError):
@@ -30,17 +27,29 @@ class Progress:
 
 
 class Trainer:
-    def __init__(self, adapters: Adapters, keep_checkpoints: int = 0):
+    def __init__(self, adapters: Adapters, keep_checkpoints: int = 0, tokens_per_micro_batch: int = 1024):
         self.adapters = adapters
         self.keep = keep_checkpoints
+        self.tokens_per_micro_batch = tokens_per_micro_batch  # padded tokens per forward/backward
         self.running: dict[str, Progress] = {}
 
     def step(
-        self, adapter: str, step: int, batch: Batch, cfg: StepConfig, lora: LoraSettings, keep: int | None = None
+        self,
+        adapter: str,
+        step: int,
+        sequences: list[Sequence],
+        cfg: StepConfig,
+        lora: LoraSettings,
+        keep: int | None = None,
+        digest: str = "",
     ) -> dict:
-        """Trains step `step` of `adapter` once. Asked again for a checkpointed step: the stored metrics."""
+        """Trains step `step` of `adapter` once. The same request again (same `digest`) gets the stored result;
+        a different request for a checkpointed step is refused, so a step can be neither applied twice nor
+        pre-empted by another request."""
         done = checkpoints.read_metrics(self.adapters.root, adapter, step)
         if done is not None and step > 0:
+            if done.get("request_digest", digest) != digest:
+                raise StepConflict(f"step: step-{step} of '{adapter}' was trained from a different request")
             return {**done, **checkpoints.describe(self.adapters.root, adapter, step), "cached": True}
         if adapter not in self.adapters.trained:
             if step != 1:
@@ -61,20 +70,19 @@ class Trainer:
 
         try:
             with self.adapters.lock:
-                peft = self.adapters.peft
-                peft.set_adapter(adapter)
-                params = self.adapters.trainable_parameters(adapter)
-                for p in params:
-                    p.requires_grad_(True)
+                # Until step-N is whole on disk the step has not happened: any failure (a cancel, a full disk)
+                # puts the weights and optimizer back as they were, so a retry trains from the same state.
+                before = self.adapters.snapshot(adapter)
                 try:
-                    metrics = train_step(peft, self.adapters.optimizers[adapter], batch, cfg, on_micro_batch)
-                finally:
-                    for p in params:
-                        p.requires_grad_(False)
-                        p.grad = None
-                    peft.eval()
-                metrics = {**metrics, "step": step, "adapter": adapter, "learning_rate": cfg.learning_rate}
-                checkpoints.save_checkpoint(self.adapters.root, adapter, step, peft, self.adapters.optimizers[adapter], metrics)
+                    metrics = self._train(adapter, sequences, cfg, on_micro_batch)
+                    metrics = {**metrics, "step": step, "adapter": adapter, "learning_rate": cfg.learning_rate,
+                               "request_digest": digest}  # fmt: skip
+                    checkpoints.save_checkpoint(
+                        self.adapters.root, adapter, step, self.adapters.peft, self.adapters.optimizers[adapter], metrics
+                    )
+                except BaseException:
+                    self.adapters.restore_snapshot(adapter, before)
+                    raise
                 self.adapters.trained[adapter] = step
                 keep_last = self.keep if keep is None else keep  # the run's retention, else the server's
                 if keep_last:
@@ -82,6 +90,21 @@ class Trainer:
             return {**metrics, **checkpoints.describe(self.adapters.root, adapter, step), "cached": False}
         finally:
             self.running.pop(adapter, None)
+
+    def _train(self, adapter: str, sequences: list[Sequence], cfg: StepConfig, on_micro_batch) -> dict:
+        """One optimizer step with only `adapter`'s weights trainable."""
+        peft = self.adapters.peft
+        peft.set_adapter(adapter)
+        params = self.adapters.trainable_parameters(adapter)
+        for p in params:
+            p.requires_grad_(True)
+        try:
+            return train_step(peft, self.adapters.optimizers[adapter], sequences, cfg, on_micro_batch)
+        finally:
+            for p in params:
+                p.requires_grad_(False)
+                p.grad = None
+            peft.eval()
 
     def progress(self, adapter: str) -> dict:
         p = self.running.get(adapter)
@@ -99,24 +122,3 @@ class Trainer:
         if p is not None:
             p.cancel.set()
         return p is not None
-
-
-def batch_from_sequences(sequences: list[dict]) -> Batch:
-    """Right-pads a request's sequences into tensors."""
-    T = max(len(s["token_ids"]) for s in sequences)
-    B = len(sequences)
-    ids = torch.zeros((B, T), dtype=torch.long)
-    attn = torch.zeros((B, T), dtype=torch.long)
-    mask = torch.zeros((B, T))
-    old = torch.zeros((B, T))
-    for i, s in enumerate(sequences):
-        n = len(s["token_ids"])
-        ids[i, :n] = torch.tensor(s["token_ids"])
-        attn[i, :n] = 1
-        mask[i, :n] = torch.tensor(s["mask"], dtype=torch.float32)
-        old[i, :n] = torch.tensor(s["logprobs"], dtype=torch.float32) * mask[i, :n]
-    adv = torch.tensor([s["advantage"] for s in sequences], dtype=torch.float32)
-    return Batch(ids, attn, mask, old, adv)
-
-
-__all__ = ["Trainer", "StepConflict", "Cancelled", "batch_from_sequences", "LossConfig"]

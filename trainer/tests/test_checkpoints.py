@@ -7,11 +7,12 @@ from evalrl_trainer import checkpoints
 from evalrl_trainer.adapters import Adapters
 from evalrl_trainer.base_model import load_base_model
 from evalrl_trainer.lora import LoraSettings
-from evalrl_trainer.train_step import StepConfig
-from evalrl_trainer.trainer import Trainer, batch_from_sequences
+from evalrl_trainer.grpo import LossConfig
+from evalrl_trainer.train_step import Sequence, StepConfig
+from evalrl_trainer.trainer import Trainer
 
 LORA = LoraSettings(rank=4, alpha=8)
-CFG = StepConfig(learning_rate=5e-3, micro_batch=2)
+CFG = StepConfig(learning_rate=5e-3, max_grad_norm=1.0, loss=LossConfig(), tokens_per_micro_batch=24)
 
 
 def make_batch(step: int):
@@ -22,8 +23,8 @@ def make_batch(step: int):
         ids = torch.randint(0, 1000, (n,), generator=g).tolist()
         mask = [0] * 4 + [1] * (n - 4)
         logprobs = [0.0] * 4 + (-torch.rand(n - 4, generator=g) * 3).tolist()
-        seqs.append({"token_ids": ids, "mask": mask, "logprobs": logprobs, "advantage": [1.0, -0.5, -0.5][i]})
-    return batch_from_sequences(seqs)
+        seqs.append(Sequence(ids, mask, logprobs, [1.0, -0.5, -0.5][i]))
+    return seqs
 
 
 def fresh_trainer(model_folder: Path, root: Path) -> Trainer:
@@ -60,17 +61,49 @@ def test_restart_and_continue_is_bit_identical_to_an_uninterrupted_run(tiny_mode
     assert not torch.equal(adapter_tensors(straight, 1)[next(iter(a))], a[next(iter(a))])  # training moved it
 
 
-def test_a_repeated_step_trains_nothing(tiny_model_folder, tmp_path):
+def test_a_repeated_step_trains_nothing_and_another_request_for_it_is_refused(tiny_model_folder, tmp_path):
+    import pytest
+
+    from evalrl_trainer.trainer import StepConflict
+
     trainer = fresh_trainer(tiny_model_folder, tmp_path)
-    first = trainer.step("policy", 1, make_batch(1), CFG, LORA)
+    first = trainer.step("policy", 1, make_batch(1), CFG, LORA, digest="request-1")
     weights = {n: p.detach().clone() for n, p in trainer.adapters.peft.named_parameters() if "lora_" in n}
-    again = trainer.step("policy", 1, make_batch(2), CFG, LORA)  # even with another batch
+    again = trainer.step("policy", 1, make_batch(1), CFG, LORA, digest="request-1")
     assert again["cached"] is True and first["cached"] is False
     assert again["loss"] == first["loss"]
+    with pytest.raises(StepConflict, match="different request"):  # a pre-empting request is not "cached"
+        trainer.step("policy", 1, make_batch(2), CFG, LORA, digest="request-2")
     for n, p in trainer.adapters.peft.named_parameters():
         if "lora_" in n:
             assert torch.equal(p, weights[n])
     assert checkpoints.complete_steps(tmp_path, "policy") == [0, 1]
+
+
+def test_a_failed_checkpoint_save_restores_the_weights_and_optimizer(tiny_model_folder, tmp_path, monkeypatch):
+    """The optimizer step happened but step-N never became whole: the retry must train from the old state."""
+    import pytest
+
+    trainer = fresh_trainer(tiny_model_folder, tmp_path)
+    trainer.step("policy", 1, make_batch(1), CFG, LORA)
+    before = trainer.adapters.snapshot("policy")
+    real_save = checkpoints.save_checkpoint
+
+    def disk_full(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(checkpoints, "save_checkpoint", disk_full)
+    with pytest.raises(OSError):
+        trainer.step("policy", 2, make_batch(2), CFG, LORA)
+    after = trainer.adapters.snapshot("policy")
+    assert all(torch.equal(before["weights"][n], after["weights"][n]) for n in before["weights"])
+    assert str(before["optimizer"]) == str(after["optimizer"])
+    monkeypatch.setattr(checkpoints, "save_checkpoint", real_save)
+    retried = trainer.step("policy", 2, make_batch(2), CFG, LORA)
+
+    straight = fresh_trainer(tiny_model_folder, tmp_path / "straight")
+    straight.step("policy", 1, make_batch(1), CFG, LORA)
+    assert straight.step("policy", 2, make_batch(2), CFG, LORA)["sha256"] == retried["sha256"]
 
 
 def test_steps_must_follow_the_latest_checkpoint(tiny_model_folder, tmp_path):
@@ -105,8 +138,7 @@ def test_a_cancelled_step_saves_nothing_and_can_be_run_again(tiny_model_folder, 
 
     trainer = fresh_trainer(tiny_model_folder, tmp_path)
     trainer.step("policy", 1, make_batch(1), CFG, LORA)
-    big = batch_from_sequences([{"token_ids": list(range(5, 69)), "mask": [0] * 8 + [1] * 56,
-                                 "logprobs": [-1.0] * 64, "advantage": 1.0}] * 200)  # fmt: skip
+    big = [Sequence(list(range(5, 69)), [0] * 8 + [1] * 56, [-1.0] * 64, 1.0)] * 200
 
     def cancel_when_running():
         while not trainer.progress("policy")["running"]:
@@ -118,7 +150,7 @@ def test_a_cancelled_step_saves_nothing_and_can_be_run_again(tiny_model_folder, 
     watcher.start()
     before = {n: p.detach().clone() for n, p in trainer.adapters.peft.named_parameters() if "lora_" in n}
     with pytest.raises(Cancelled):
-        trainer.step("policy", 2, big, StepConfig(learning_rate=5e-3, micro_batch=1), LORA)
+        trainer.step("policy", 2, big, StepConfig(learning_rate=5e-3, max_grad_norm=1.0, loss=LossConfig(), tokens_per_micro_batch=64), LORA)
     watcher.join()
     assert checkpoints.complete_steps(tmp_path, "policy") == [0, 1]
     for n, p in trainer.adapters.peft.named_parameters():
@@ -144,3 +176,19 @@ def test_a_runs_retention_keeps_its_newest_steps_and_step_0(tiny_model_folder, t
     for step in (1, 2, 3, 4):
         trainer.step("policy", step, make_batch(step), CFG, LORA, keep=2)
     assert checkpoints.complete_steps(tmp_path, "policy") == [0, 3, 4]
+
+
+def test_a_new_adapter_can_start_from_another_adapters_checkpoint(tiny_model_folder, tmp_path):
+    import pytest
+
+    from evalrl_trainer.adapters import AdapterError
+
+    trainer = fresh_trainer(tiny_model_folder, tmp_path)
+    warm = trainer.step("warm", 1, make_batch(1), CFG, LORA)
+    forked = trainer.step("grpo", 1, make_batch(2), CFG, LoraSettings(rank=8, alpha=8, init_from="warm@step-1"))
+    start = load_file(checkpoints.adapter_weights_path(tmp_path, "grpo", 0) / "adapter_model.safetensors")
+    source = load_file(checkpoints.adapter_weights_path(tmp_path, "warm", 1) / "adapter_model.safetensors")
+    assert start.keys() == source.keys() and all(torch.equal(start[k], source[k]) for k in start)  # rank 4, as warm
+    assert forked["sha256"] != warm["sha256"]  # and it trains on from there
+    with pytest.raises(AdapterError, match="no checkpoint step-9"):
+        trainer.step("other", 1, make_batch(1), CFG, LoraSettings(init_from="warm@step-9"))

@@ -2,10 +2,11 @@ import math
 
 import torch
 
+from evalrl_trainer.base_model import load_base_model
 from evalrl_trainer.grpo import LossConfig, grpo_loss, loss_normaliser
 from evalrl_trainer.logprobs import token_logprobs
 from evalrl_trainer.lora import LoraSettings, with_lora
-from evalrl_trainer.train_step import Batch, StepConfig, train_step
+from evalrl_trainer.train_step import Sequence, StepConfig, plan_micro_batches, train_step
 
 
 def test_loss_and_gradient_match_a_hand_computed_reference():
@@ -14,7 +15,7 @@ def test_loss_and_gradient_match_a_hand_computed_reference():
     mask = torch.tensor([[0.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
     adv = torch.tensor([1.0, -2.0])
     cfg = LossConfig(clip_low=0.2, clip_high=0.28)
-    normaliser = loss_normaliser(mask, "token-mean", 3)
+    normaliser = loss_normaliser(float(mask.sum()), 2, 3, "token-mean")
     assert normaliser == 5.0
     loss, metrics = grpo_loss(logp, old, mask, adv, cfg, normaliser)
     loss.backward()
@@ -40,9 +41,8 @@ def test_loss_and_gradient_match_a_hand_computed_reference():
 
 
 def test_dr_grpo_uses_a_constant_normaliser():
-    mask = torch.tensor([[0.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
-    assert loss_normaliser(mask, "dr-grpo", 3) == 6.0
-    assert loss_normaliser(mask, "token-mean", 3) == 3.0
+    assert loss_normaliser(3.0, 2, 3, "dr-grpo") == 6.0
+    assert loss_normaliser(3.0, 2, 3, "token-mean") == 3.0
 
 
 def test_kl_term_is_zero_at_the_reference_and_positive_away_from_it():
@@ -55,13 +55,13 @@ def test_kl_term_is_zero_at_the_reference_and_positive_away_from_it():
     assert away["kl_ref"].item() > 0.0
 
 
-def _sequence_logprob(model, batch: Batch) -> float:
+def _sequence_logprob(model, ids: torch.Tensor, mask: torch.Tensor) -> float:
     with torch.no_grad():
-        logp, _ = token_logprobs(model, batch.input_ids_BT, batch.attention_BT)
-    return float((logp * batch.mask_BT).sum())
+        logp, _ = token_logprobs(model, ids, needed_BT=mask)
+    return float((logp * mask).sum())
 
 
-def _one_step(tiny_base, advantage: float):
+def _one_step(tiny_base, advantage: float, tokens_per_micro_batch: int = 1024):
     torch.manual_seed(0)
     model = with_lora(tiny_base.model, LoraSettings(rank=4, alpha=8))
     for name, p in model.named_parameters():  # LoRA B starts at 0: nudge it so A also gets gradient
@@ -71,15 +71,43 @@ def _one_step(tiny_base, advantage: float):
     mask = torch.zeros(1, 12)
     mask[:, 6:] = 1
     with torch.no_grad():
-        old, _ = token_logprobs(model, ids, torch.ones_like(ids))
-    batch = Batch(ids, torch.ones_like(ids), mask, old * mask, torch.tensor([advantage]))
+        old, _ = token_logprobs(model, ids)
+    sequence = Sequence(ids[0].tolist(), mask[0].int().tolist(), (old * mask)[0].tolist(), advantage)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=1e-2)
-    lp_before = _sequence_logprob(model, batch)
-    train_step(model, optimizer, batch, StepConfig(learning_rate=1e-2, max_grad_norm=100.0))
+    lp_before = _sequence_logprob(model, ids, mask)
+    cfg = StepConfig(learning_rate=1e-2, max_grad_norm=100.0, loss=LossConfig(), tokens_per_micro_batch=tokens_per_micro_batch)
+    train_step(model, optimizer, [sequence], cfg)
     changed = {n for n, p in model.named_parameters() if not torch.equal(p, before[n])}
-    return changed, lp_before, _sequence_logprob(model, batch)
+    return changed, lp_before, _sequence_logprob(model, ids, mask)
+
+
+def test_logprobs_equal_a_plain_full_vocabulary_computation(tiny_base):
+    """Chunked, masked, right-padded logprobs are the plain log-softmax over the whole vocabulary."""
+    ids = torch.randint(0, 1000, (2, 20))
+    needed = torch.zeros(2, 20)
+    needed[0, 5:] = 1
+    needed[1, 3:12] = 1  # the second row is "padded" after 12: those positions must not matter
+    with torch.no_grad():
+        logp, entropy = token_logprobs(tiny_base.model, ids, needed_BT=needed, with_entropy=True)
+        logits = tiny_base.model(input_ids=ids).logits.float()
+    plain = torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None])[..., 0]
+    assert torch.allclose(logp[:, 1:] * needed[:, 1:], plain * needed[:, 1:], atol=1e-5)
+    assert logp[needed == 0].abs().sum() == 0 and entropy[needed == 1].min() > 0
+
+
+def test_micro_batches_follow_the_token_budget_longest_first():
+    assert plan_micro_batches([10, 40, 20, 20, 5], 45) == [[1], [2, 3], [0, 4]]
+    assert plan_micro_batches([100], 10) == [[0]]  # over the budget: alone
+
+
+def test_a_step_is_the_same_whatever_the_micro_batching(tiny_model_folder, tmp_path):
+    """Activation checkpointing of an over-budget sequence changes memory, not the update."""
+    fresh = lambda: load_base_model(tiny_model_folder, tmp_path, device="cpu")  # noqa: E731
+    _, before, whole = _one_step(fresh(), 1.0, tokens_per_micro_batch=1024)
+    _, _, checkpointed = _one_step(fresh(), 1.0, tokens_per_micro_batch=4)
+    assert whole != before and math.isclose(whole, checkpointed, rel_tol=1e-5)
 
 
 def test_only_lora_parameters_change(tiny_base):

@@ -6,7 +6,7 @@ from fastapi.testclient import TestClient
 from evalrl_trainer import checkpoints
 from evalrl_trainer.adapters import Adapters
 from evalrl_trainer.sampler import Sampler
-from evalrl_trainer.server import create_app, main
+from evalrl_trainer.server import Limits, create_app, main
 from evalrl_trainer.trainer import Trainer
 
 TOKEN = "s3cret-token-for-tests"
@@ -107,3 +107,45 @@ def test_tokenize_gives_the_chat_prompt_as_sampling_renders_it_and_raw_text(serv
     raw = client.post("/tokenize", json={"prompt": "<|im_end|>"}).json()["tokens"]
     assert len(raw) == 1  # a special token stays one id
     assert client.post("/tokenize", json={}).status_code == 400
+
+
+def test_requests_over_the_limits_are_refused_before_any_work(tiny_base, tmp_path):
+    adapters = Adapters(tiny_base, tmp_path)
+    limits = Limits(request_bytes=20_000, train_sequences=3, train_tokens=60)
+    client = TestClient(create_app(adapters, Sampler(adapters, mode="deterministic"), Trainer(adapters), None, limits))
+    step = {"adapter": "policy", "step": 1, "lora": {"rank": 4, "alpha": 8}}
+    big = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x" * 30_000}]})
+    assert big.status_code == 413 and big.json()["error"]["message"].startswith("body")
+    many = client.post("/train/step", json={**step, "sequences": [sequence()] * 4})
+    assert many.status_code == 400 and many.json()["error"]["message"].startswith("sequences: 4 sequences")
+    long = client.post("/train/step", json={**step, "sequences": [sequence(n=40)] * 2})
+    assert long.status_code == 400 and "80 tokens" in long.json()["error"]["message"]
+    assert client.post("/train/step", json={**step, "sequences": [sequence()] * 3}).status_code == 200
+
+
+def test_a_step_request_that_differs_from_the_checkpointed_one_is_refused(server):
+    client, _, _ = server
+    body = {"adapter": "policy", "step": 1, "sequences": [sequence(1.0), sequence(-1.0)], "lora": {"rank": 4, "alpha": 8}}
+    assert client.post("/train/step", json=body).json()["cached"] is False
+    other = client.post("/train/step", json={**body, "hyperparameters": {"learning_rate": 0.5}})
+    assert other.status_code == 409 and "different request" in other.json()["error"]["message"]
+    assert client.post("/train/step", json=body).json()["cached"] is True
+
+
+def test_unknown_hyperparameters_are_refused_by_name(server):
+    client, _, _ = server
+    body = {"adapter": "policy", "step": 1, "sequences": [sequence()], "hyperparameters": {"micro_batch": 4}}
+    r = client.post("/train/step", json=body)
+    assert r.status_code == 400 and r.json()["error"]["message"].startswith("hyperparameters.micro_batch")
+
+
+def test_a_malformed_tool_call_in_the_history_is_rendered_not_a_500(server):
+    client, _, _ = server
+    messages = [
+        {"role": "user", "content": "find it"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_email", "arguments": "<1@x>"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Error: the arguments of read_email are not valid JSON."},
+    ]  # fmt: skip
+    r = client.post("/v1/chat/completions", json={"messages": messages, "max_tokens": 2})
+    assert r.status_code == 200, r.text

@@ -1,9 +1,9 @@
-import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import { inTransaction } from '../db/pool';
-import type { ParseResult } from './email';
+import type { ParseResult } from '../mail/email';
+import type { Db } from './db';
 
 export interface BatchCounts {
   stored: number;
@@ -20,10 +20,10 @@ const copyField = (value: string) =>
  * links (also for duplicates, so each owner sees the mail) and the rejects. A crash loses at most this batch,
  * which the next run redoes.
  */
-export async function storeBatch(pool: pg.Pool, results: ParseResult[]): Promise<BatchCounts> {
+export async function storeBatch(db: Db, results: ParseResult[]): Promise<BatchCounts> {
   const good = results.filter((r) => r.ok);
   const bad = results.filter((r) => !r.ok);
-  return inTransaction(pool, async (client) => {
+  return inTransaction(db, async (client) => {
     // Each batch is atomic and the ledger is in it, so a crash that loses the last commits only makes the
     // next run redo those batches: no need to wait for the WAL flush.
     await client.query('SET LOCAL synchronous_commit TO off');
@@ -86,4 +86,30 @@ export async function storeBatch(pool: pg.Pool, results: ParseResult[]): Promise
     }
     return { stored, duplicates: good.length - stored, rejected: bad.length };
   });
+}
+
+export async function ingestedSources(db: Db): Promise<Set<string>> {
+  const { rows } = await db.query<{ source_file: string }>('SELECT source_file FROM ingest_sources');
+  return new Set(rows.map((r) => r.source_file));
+}
+
+/**
+ * An inbox's own address: the sender it uses most in its sent folders, else the address most of its mail
+ * is sent to. Search and read_email scope by inbox id; the address is what the agent is told it is.
+ */
+export async function deriveInboxAddresses(db: Db, inboxes: string[]) {
+  await db.query(
+    `
+    UPDATE inboxes i SET address = best.address FROM (
+      SELECT DISTINCT ON (inbox_id) inbox_id, address FROM (
+        SELECT m.inbox_id, e.from_address AS address, count(*) * 1000 AS weight
+        FROM mailbox_messages m JOIN emails e ON e.id = m.email_id
+        WHERE m.inbox_id = ANY($1) AND m.folder ILIKE '%sent%' GROUP BY 1, 2
+        UNION ALL
+        SELECT m.inbox_id, r.address, count(*) FROM mailbox_messages m JOIN recipients r ON r.email_id = m.email_id
+        WHERE m.inbox_id = ANY($1) GROUP BY 1, 2
+      ) candidates ORDER BY inbox_id, weight DESC, address
+    ) best WHERE i.id = best.inbox_id AND i.address IS DISTINCT FROM best.address`,
+    [inboxes],
+  );
 }

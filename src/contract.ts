@@ -1,0 +1,149 @@
+/**
+ * The Temporal contract, in one place: task queues, search attributes, the messages a run and a stage
+ * accept, and the payloads that cross the boundary. Workflows, workers and clients import it; payloads carry
+ * ids and small numbers, never email bodies or episodes (those stay in PostgreSQL).
+ */
+import { defineSearchAttributeKey } from '@temporalio/common';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { EnvConfig } from './grpo/env';
+import type { HyperparameterChange, Hyperparameters } from './hyperparameters';
+import type { RunSpec } from './runSpec';
+
+// --- task queues --------------------------------------------------------------------------------------------
+
+/** One task queue per kind of work, so that each can be scaled and placed on its own hosts. */
+export const TASK_QUEUES = {
+  workflows: 'evalrl-workflows',
+  rollout: 'evalrl-rollout', // sampling the model being trained or evaluated
+  judge: 'evalrl-judge', // rewarding samples (the reward model's judgements, teacher labels)
+  cpu: 'evalrl-cpu', // task choice, advantages, bookkeeping
+  gpu: 'evalrl-gpu', // "which GPU host?"; train and publish run on that host's own queue
+} as const;
+export type QueueName = keyof typeof TASK_QUEUES;
+
+/** The task queue of one GPU host: a step's train and publish run where its model server holds the weights. */
+export const gpuHostQueue = (host: string) => `${TASK_QUEUES.gpu}@${host}`;
+
+// --- search attributes (registered by `evalrl up`, upserted by the workflows) ---------------------------------
+
+export const RUN_ID = defineSearchAttributeKey('EvalrlRunId', 'KEYWORD');
+export const STAGE = defineSearchAttributeKey('EvalrlStage', 'KEYWORD');
+export const STEP = defineSearchAttributeKey('EvalrlStep', 'INT');
+export const STATUS = defineSearchAttributeKey('EvalrlStatus', 'KEYWORD');
+export const SEARCH_ATTRIBUTES = [RUN_ID, STAGE, STEP, STATUS];
+
+// --- payloads ----------------------------------------------------------------------------------------------
+
+/** The stages of a run, in order. Warm starts are supervised; the other two are GRPO. */
+export const STAGE_NAMES = ['policyWarmStart', 'judgeWarmStart', 'rewardModel', 'policy'] as const;
+export type StageName = (typeof STAGE_NAMES)[number];
+
+export type StepPhase = 'sampling' | 'rollout' | 'rewarding' | 'advantages' | 'training' | 'publishing';
+
+export interface ActivityBudget {
+  maximumAttempts: number;
+  heartbeatTimeoutSeconds: number;
+}
+
+export interface LoraSpec {
+  rank: number;
+  alpha: number;
+  /** Seeds a new adapter's weights, so two runs with one seed start alike. */
+  init_seed?: string;
+  /** Starts a new adapter as a copy of this checkpoint (`name@step-N`), e.g. a warm start's result. */
+  init_from?: string;
+}
+
+/** What a stage workflow is started with: everything it needs, no bodies. */
+export interface StageInput {
+  runId: string;
+  stage: StageName;
+  seed: number;
+  adapter: string;
+  /** The model the stage's first step samples from (later steps sample from `adapter`). */
+  startModel: string;
+  steps: number;
+  startStep: number;
+  tasksPerStep: number;
+  groupSize: number;
+  env: EnvConfig;
+  /** "sft": demonstrations, each trained on with advantage 1; "grpo": group-relative advantages. */
+  objective: 'grpo' | 'sft';
+  hyperparameters: Hyperparameters;
+  lora: LoraSpec;
+  keepCheckpoints: number;
+  divideByStd: boolean;
+  dynamicSampling: { enabled: boolean; minStd: number; maxTopUps: number };
+  evaluation: { kind: EvaluationResult['kind']; everySteps: number; split: 'train' | 'test'; count: number };
+  activities: ActivityBudget;
+  continueAsNewEverySteps: number;
+  startPaused?: boolean;
+}
+
+export interface EvaluationResult {
+  label: string;
+  kind: 'policy' | 'rewardModel';
+  model: string;
+  metrics: Record<string, number>;
+}
+
+export interface StageStatus {
+  stage: StageName;
+  step: number;
+  totalSteps: number;
+  phase: StepPhase | 'evaluating' | 'paused' | 'cancelled' | 'done';
+  paused: boolean;
+  hyperparameters: Hyperparameters;
+  latest: Record<string, number> | null;
+  evaluations: EvaluationResult[];
+  /** Mean wall time of the steps this workflow run trained. */
+  secondsPerStep: number | null;
+}
+
+export interface TrainingRunInput {
+  runId: string;
+  spec: RunSpec;
+}
+
+export type RunState = 'running' | 'paused' | 'blocked' | 'cancelled' | 'done';
+export type RunPhase = 'prepare' | 'baseline' | StageName | 'done';
+
+export interface RunStatus {
+  runId: string;
+  name: string;
+  state: RunState;
+  phase: RunPhase;
+  /** The workflow of the stage in progress (query it for the live phase of its step). */
+  stageWorkflowId: string | null;
+  stages: Partial<Record<StageName, StageStatus>>;
+  evaluations: EvaluationResult[];
+  /** The policy evaluation with the highest success rate. */
+  best: EvaluationResult | null;
+  /** Latest checkpointed step of each adapter. */
+  checkpoints: Record<string, number>;
+  blocked: { phase: RunPhase; error: string; retries: number } | null;
+  startedAt: number;
+  etaSeconds: number | null;
+}
+
+// --- messages ----------------------------------------------------------------------------------------------
+
+export const runStatusQuery = defineQuery<RunStatus>('status');
+export const stageStatusQuery = defineQuery<StageStatus>('stageStatus');
+export const pauseSignal = defineSignal('pause');
+export const resumeSignal = defineSignal('resume');
+/** Graceful: the step in flight finishes and is checkpointed; no new step starts. */
+export const cancelSignal = defineSignal('cancel');
+/** Validated before it is accepted; returns the settings the next step will use. */
+export const setHyperparametersUpdate = defineUpdate<Hyperparameters, [HyperparameterChange]>(
+  'setHyperparameters',
+);
+/** Retries a blocked run's phase, optionally with new hyperparameters; refused (to the caller) when the run
+ * is not blocked or a value is bad, so a bad retry can never wedge the run. */
+export const retryUpdate = defineUpdate<{ phase: RunPhase }, [{ hyperparameters?: HyperparameterChange }]>(
+  'retry',
+);
+/** A stage takes changes its run already validated (a workflow cannot send another an update). */
+export const hyperparametersSignal = defineSignal<[HyperparameterChange]>('hyperparameters');
+/** A stage tells its run where it stands after each step. */
+export const stageProgressSignal = defineSignal<[StageStatus]>('stageProgress');

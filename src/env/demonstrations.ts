@@ -1,0 +1,195 @@
+/**
+ * Demonstrations for the warm start: complete episodes written by a script, with the token ids the model
+ * server's template gives them, so that a supervised step teaches a small model the protocol before RL.
+ * The policy's come from train questions (search with words of the gold email, read it, answer with its id);
+ * the judge's from labelled train candidates (load a skill, run its verifiers, a verdict that follows them).
+ */
+import type { ModelServerClient } from '../modelServer/client';
+import type { ChatMessage } from '../modelServer/schemas';
+import type { Judgement, JudgeSettings } from '../reward/judge';
+import { episodeSummary, judgeSystemPrompt, skillsFor } from '../reward/judge';
+import { aggregate } from '../reward/aggregate';
+import { normalise } from '../reward/answerMatch';
+import type { Skill } from '../reward/skills';
+import { runVerifier, type VerifierResult } from '../reward/verifiers';
+import type { QuestionContext } from '../store/questions';
+import type { Mailbox } from '../mail/search';
+import type { ToolSpec } from './agentLoop';
+import { call, episodeStart, type AgentSettings } from './emailAgent';
+import { runEmailTool } from './emailTools';
+import type { EpisodeWithQuestion } from './episodes';
+import { initialFacts, type Trajectory, type Turn } from './trajectory';
+
+const STOP = new Set(
+  'a an the of to in on at for by with from and or is was were be it this that re fw fwd fyi please thanks'.split(
+    ' ',
+  ),
+);
+
+/** Search keywords a person would take from an email: its subject's content words, else its body's. */
+export function keywordCandidates(subject: string, body: string): string[][] {
+  const words = (text: string) => [
+    ...new Set(
+      normalise(text)
+        .split(' ')
+        .filter((w) => /^[a-z][a-z0-9]{2,}$/.test(w) && !STOP.has(w)),
+    ),
+  ];
+  const fromSubject = words(subject);
+  const fromBody = words(body).filter((w) => w.length >= 5);
+  return [fromSubject.slice(0, 3), fromSubject.slice(0, 1), fromBody.slice(0, 2)].filter((k) => k.length > 0);
+}
+
+/**
+ * The policy's demonstration for a question: the messages of a scripted episode whose tool results are the
+ * real tools' answers. Null when no keywords find the gold email (no honest demonstration exists).
+ */
+export async function policyDemonstration(
+  mailbox: Mailbox,
+  q: QuestionContext,
+  agent: AgentSettings,
+): Promise<{ messages: ChatMessage[]; trajectory: Trajectory } | null> {
+  const goldId = q.gold.messageIds[0];
+  const gold = await mailbox.read(q.scope, goldId);
+  if (!gold) return null;
+  for (const keywords of keywordCandidates(gold.subject, gold.body)) {
+    const search = await runEmailTool(mailbox, q.scope, 'search_emails', { keywords }, agent);
+    if (search.kind !== 'result' || !search.searchedIds?.includes(goldId)) continue;
+    const read = await runEmailTool(mailbox, q.scope, 'read_email', { message_id: goldId }, agent);
+    if (read.kind !== 'result') return null;
+    const answer = { answer: q.gold.answer, sources: [goldId] };
+    const messages: ChatMessage[] = [
+      ...episodeStart(q, agent.demonstration),
+      call('demo_1', 'search_emails', { keywords }),
+      { role: 'tool', tool_call_id: 'demo_1', content: search.content },
+      call('demo_2', 'read_email', { message_id: goldId }),
+      { role: 'tool', tool_call_id: 'demo_2', content: read.content },
+      call('demo_3', 'return_final_answer', answer),
+      { role: 'tool', tool_call_id: 'demo_3', content: 'Answer recorded.' },
+    ];
+    const facts = {
+      ...initialFacts(),
+      ...answer,
+      searchedIds: search.searchedIds,
+      readIds: [goldId],
+      turns: 3,
+      ending: 'answered' as const,
+    };
+    return { messages, trajectory: { messages, turns: [], facts, wallMs: 0 } };
+  }
+  return null;
+}
+
+/**
+ * The judge's demonstration for a labelled candidate: load the grounding skill, run each of its verifiers,
+ * and give the verdict the evidence supports (satisfied = verifiers passed). It teaches the procedure and
+ * the contract, not the labels: what the verifiers miss is left for the reward-model stage to learn.
+ */
+export async function judgeDemonstration(
+  mailbox: Mailbox,
+  skills: Map<string, Skill>,
+  candidate: EpisodeWithQuestion,
+  settings: JudgeSettings,
+): Promise<Judgement> {
+  const skill = skillsFor(skills, settings.reference).find((k) => k.name === 'grounding');
+  if (!skill) throw new Error('the warm start of the judge needs the "grounding" skill package');
+  const { question, trajectory } = candidate;
+  const input = {
+    question: question.question,
+    reference: question.gold.answer,
+    scope: question.scope,
+    trajectory,
+  };
+  const ctx = {
+    mailbox,
+    scope: question.scope,
+    question: question.question,
+    reference: settings.reference === 'visible' ? question.gold.answer : null,
+    facts: trajectory.facts,
+  };
+  const messages: ChatMessage[] = [
+    { role: 'system', content: judgeSystemPrompt(skillsFor(skills, settings.reference), 'skill') },
+    { role: 'user', content: episodeSummary(input, settings.reference) },
+    call('judge_1', 'load_skill', { name: skill.name }),
+    {
+      role: 'tool',
+      tool_call_id: 'judge_1',
+      content: `${skill.instructions}\n\nVerifiers: ${skill.verifiers.join(', ')}\nResources: ${skill.resources.join(', ') || 'none'}`,
+    },
+  ];
+  const evidence: VerifierResult[] = [];
+  for (const [i, name] of skill.verifiers.entries()) {
+    const result = await runVerifier(name, ctx);
+    evidence.push(result);
+    messages.push(call(`judge_${i + 2}`, 'run_verifier', { name }), {
+      role: 'tool',
+      tool_call_id: `judge_${i + 2}`,
+      content: JSON.stringify(result),
+    });
+  }
+  const passed = evidence.filter((e) => e.passed).length;
+  const verdict = {
+    score: Math.round((passed / evidence.length) * 100) / 100,
+    satisfied_count: passed,
+    total_count: evidence.length,
+    confidence: 0.8,
+    used_resources: [],
+    reason: evidence.map((e) => `${e.verifier} ${e.passed ? 'passed' : 'failed'}`).join('; '),
+  };
+  const last = `judge_${skill.verifiers.length + 2}`;
+  messages.push(call(last, 'final_answer', verdict), {
+    role: 'tool',
+    tool_call_id: last,
+    content: 'Verdict recorded.',
+  });
+  const { score, applied } = aggregate(verdict, evidence);
+  return {
+    mode: 'skill',
+    score,
+    failed: false,
+    failure: null,
+    verdict,
+    evidence,
+    skillsUsed: [skill.name],
+    resourcesRead: [],
+    applied,
+    messages,
+    turns: [],
+  };
+}
+
+/**
+ * The assistant turns of a demonstration as the sampler would have produced them: for each assistant
+ * message, the prompt the server renders before it and the tokens up to the end of its turn. Each turn's
+ * prompt extends the previous turn's prompt and reply, so the turns train as one sequence.
+ */
+export async function demonstrationTurns(
+  modelServer: ModelServerClient,
+  messages: ChatMessage[],
+  tools: ToolSpec[],
+): Promise<Turn[]> {
+  const turns: Turn[] = [];
+  for (const [k, m] of messages.entries()) {
+    if (m.role !== 'assistant') continue;
+    const prompt = await modelServer.tokenize({ messages: messages.slice(0, k), tools });
+    const closed = await modelServer.tokenize({
+      messages: messages.slice(0, k + 1),
+      tools,
+      add_generation_prompt: false,
+    });
+    if (prompt.tokens.some((t, i) => closed.tokens[i] !== t))
+      throw new Error('the chat template renders a closed turn that does not extend its prompt');
+    const reply = closed.tokens.slice(prompt.tokens.length);
+    const end = reply.findIndex((t) => closed.eos_token_ids.includes(t));
+    const tokenIds = end === -1 ? reply : reply.slice(0, end + 1);
+    turns.push({
+      promptTokenIds: prompt.tokens,
+      tokenIds,
+      logprobs: tokenIds.map(() => 0), // unknown for a demonstration; the SFT objective does not use them
+      finishReason: 'stop',
+      modelMs: 0,
+      toolMs: 0,
+    });
+  }
+  return turns;
+}

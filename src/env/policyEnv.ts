@@ -1,0 +1,115 @@
+import pLimit from 'p-limit';
+import type { Env, PolicyEnvConfig } from '../grpo/env';
+import { sampleTasks } from '../grpo/sampleTasks';
+import { referenceFreeReward } from '../reward/deterministic';
+import { policyMetrics } from '../reward/evaluation';
+import {
+  episodeOnce,
+  episodeWithQuestion,
+  judgementOnce,
+  questionOf,
+  sampleSeed,
+  type EnvDeps,
+} from './episodes';
+
+/** Episodes or judgements in flight at once in an evaluation; the model server batches them. */
+export const EVALUATION_CONCURRENCY = 16;
+
+/**
+ * The policy's environment. A task is a train question; a sample is one email-agent episode; its reward is
+ * the deterministic layer (graded against the gold answer, or only its reference-free part) plus
+ * `judge.weight` × the reward model's score of the episode.
+ */
+export function createPolicyEnv(deps: EnvDeps): Env<PolicyEnvConfig> {
+  return {
+    taskIds: (_config, _runId, split) => deps.store.questions.questionIds(split),
+
+    async rollout(config, g, hooks) {
+      const q = await questionOf(deps, g.taskId);
+      const episodes = await Promise.all(
+        Array.from({ length: g.groupSize }, (_, sample) =>
+          episodeOnce(
+            deps,
+            { runId: g.runId, stage: g.stage, step: g.step, taskId: g.taskId, sample },
+            q,
+            { ...config.agent, model: g.model, seed: sampleSeed(g.seed, g.stage, g.step, g.taskId, sample) },
+            config.weights,
+            hooks,
+          ),
+        ),
+      );
+      return episodes.map((e) => ({ kind: 'trajectory' as const, id: e.id }));
+    },
+
+    async reward(config, g, samples, hooks) {
+      const episodes = await Promise.all(samples.map((s) => episodeWithQuestion(deps, s.id)));
+      const { judge } = config;
+      const judgements =
+        judge.weight === 0
+          ? null
+          : await Promise.all(
+              episodes.map((e, sample) =>
+                judgementOnce(
+                  deps,
+                  e,
+                  `${g.runId}:${g.stage}:${judge.model}`,
+                  {
+                    ...judge.settings,
+                    model: judge.model,
+                    seed: sampleSeed(g.seed, g.stage, g.step, g.taskId, sample, 'judge'),
+                  },
+                  hooks,
+                ),
+              ),
+            );
+      return {
+        rewards_G: episodes.map(
+          (e, i) =>
+            (config.reward === 'gold'
+              ? e.reward.total
+              : referenceFreeReward(e.trajectory.facts, config.weights)) +
+            judge.weight * (judgements?.[i].score ?? 0),
+        ),
+        success_G: episodes.map((e) => (e.reward.correct ? 1 : 0)),
+        failed_G: episodes.map((e, i) =>
+          e.trajectory.facts.ending === 'model_error' || judgements?.[i].failed ? 1 : 0,
+        ),
+      };
+    },
+
+    /** One greedy episode per held-out question → success, "I don't know", wrong answers, turns. */
+    async evaluate(config, input, hooks) {
+      const ids = sampleTasks(
+        await deps.store.questions.questionIds(input.split),
+        input.seed,
+        'eval',
+        0,
+        input.count,
+      );
+      const limit = pLimit(EVALUATION_CONCURRENCY);
+      const rewards = await Promise.all(
+        ids.map((taskId) =>
+          limit(async () => {
+            const key = { runId: input.runId, stage: `eval:${input.label}`, step: 0, taskId, sample: 0 };
+            const agent = {
+              ...config.agent,
+              model: input.model,
+              temperature: 0,
+              seed: sampleSeed(input.seed, 'eval', taskId),
+            };
+            const { reward } = await episodeOnce(
+              deps,
+              key,
+              await questionOf(deps, taskId),
+              agent,
+              config.weights,
+              hooks,
+            );
+            return reward;
+          }),
+        ),
+      );
+      return { ...policyMetrics(rewards) };
+    },
+  };
+}

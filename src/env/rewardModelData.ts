@@ -1,0 +1,182 @@
+/**
+ * The reward model's data: labelled candidate episodes of a split, from the base and the warm-started
+ * policies, plus corrupted copies of correct episodes (a plausible wrong answer, still citing the right
+ * email) as hard negatives; chosen balanced between correct and incorrect, so that agreement cannot be won
+ * by always giving one verdict.
+ */
+import pLimit from 'p-limit';
+import type { SampleHooks, Split } from '../grpo/env';
+import { sampleTasks } from '../grpo/sampleTasks';
+import type { Mailbox } from '../mail/search';
+import { addressesIn, datesIn, normalise } from '../reward/answerMatch';
+import { deterministicReward, type RewardWeights } from '../reward/deterministic';
+import { candidateStage } from '../store/episodes';
+import type { QuestionContext } from '../store/questions';
+import type { AgentTemplate } from './emailAgent';
+import {
+  episodeOnce,
+  episodeWithQuestion,
+  labelOnce,
+  questionOf,
+  sampleSeed,
+  type EnvDeps,
+} from './episodes';
+import type { Trajectory } from './trajectory';
+
+export interface CandidatesInput {
+  runId: string;
+  seed: number;
+  split: Split;
+  questions: number;
+  episodesPerQuestion: number;
+  /** The policies whose episodes become candidates, e.g. ["base", "policy-warm@step-8"]. */
+  models: string[];
+  corrupt: boolean;
+  agent: AgentTemplate;
+  weights: RewardWeights;
+}
+
+/** Corrupted copies are stored beside their originals, at sample + this. */
+const CORRUPTED = 1000;
+const CONCURRENCY = 16;
+
+/** Makes (or finds) a split's candidates and their labels; returns how many of each label there are. */
+export async function prepareCandidates(deps: EnvDeps, input: CandidatesInput, hooks: SampleHooks = {}) {
+  const stage = candidateStage(input.split);
+  const questions = sampleTasks(
+    await deps.store.questions.questionIds(input.split),
+    input.seed,
+    stage,
+    0,
+    input.questions,
+  );
+  const limit = pLimit(CONCURRENCY);
+  const jobs = questions.flatMap((taskId) =>
+    input.models.flatMap((model, m) =>
+      Array.from({ length: input.episodesPerQuestion }, (_, e) =>
+        limit(async () => {
+          const sample = m * input.episodesPerQuestion + e;
+          const q = await questionOf(deps, taskId);
+          const key = { runId: input.runId, stage, step: 0, taskId, sample };
+          const agent = { ...input.agent, model, seed: sampleSeed(input.seed, stage, taskId, sample) };
+          const episode = await episodeOnce(deps, key, q, agent, input.weights, hooks);
+          const label = await labelOnce(
+            deps,
+            await episodeWithQuestion(deps, episode.id),
+            input.weights,
+            input.agent.maxTurns,
+          );
+          if (input.corrupt && label.correct) {
+            const wrong = await corrupted(deps.store.mailbox, q, episode.trajectory);
+            if (wrong) {
+              const reward = deterministicReward(wrong.facts, q.gold, input.agent.maxTurns, input.weights);
+              const copy = await deps.store.episodes.storeEpisode(
+                { ...key, sample: CORRUPTED + sample },
+                q.id,
+                wrong,
+                reward,
+              );
+              await labelOnce(
+                deps,
+                await episodeWithQuestion(deps, copy.id),
+                input.weights,
+                input.agent.maxTurns,
+              );
+            }
+          }
+        }),
+      ),
+    ),
+  );
+  await Promise.all(jobs);
+  const all = await deps.store.episodes.candidates(input.runId, input.split);
+  return { correct: all.filter((c) => c.correct).length, incorrect: all.filter((c) => !c.correct).length };
+}
+
+/** An equal number of correct and incorrect candidates, in a seeded order (all of them when not balancing). */
+export function balancedTasks(
+  candidates: { task: string; correct: boolean }[],
+  seed: number,
+  balance: boolean,
+): string[] {
+  if (!balance) return candidates.map((c) => c.task);
+  const pick = (correct: boolean) =>
+    sampleTasks(
+      candidates.filter((c) => c.correct === correct).map((c) => c.task),
+      seed,
+      'balance',
+      0,
+      Infinity,
+    );
+  const [yes, no] = [pick(true), pick(false)];
+  const n = Math.min(yes.length, no.length);
+  return [...yes.slice(0, n), ...no.slice(0, n)].sort();
+}
+
+/**
+ * A correct episode with its answer replaced by a plausible wrong one of the same kind, taken from the same
+ * email where possible (a recipient for the sender, a nearby date, another amount, another subject): the
+ * citations stay right, so only checking what the answer is can tell.
+ */
+export async function corrupted(
+  mailbox: Mailbox,
+  q: QuestionContext,
+  t: Trajectory,
+): Promise<Trajectory | null> {
+  const answer = t.facts.answer ?? '';
+  const gold = await mailbox.read(q.scope, q.gold.messageIds[0]);
+  const wrong = wrongAnswer(
+    answer,
+    gold ? [...gold.to, ...gold.cc, gold.from] : [],
+    t.messages.map((m) => m.content ?? ''),
+  );
+  if (!wrong) return null;
+  const messages = t.messages.map((m) => ({
+    ...m,
+    tool_calls: m.tool_calls?.map((c) =>
+      c.function.name === 'return_final_answer'
+        ? {
+            ...c,
+            function: {
+              ...c.function,
+              arguments: JSON.stringify({ ...safeParse(c.function.arguments), answer: wrong }),
+            },
+          }
+        : c,
+    ),
+  }));
+  return { ...t, messages, turns: [], facts: { ...t.facts, answer: wrong } };
+}
+
+/** A wrong answer of the same kind as `answer`, or null when none can be made. */
+export function wrongAnswer(answer: string, addresses: string[], texts: string[]): string | null {
+  const own = addressesIn(answer);
+  if (own.length > 0) {
+    const other = addresses.map((a) => a.toLowerCase()).find((a) => !own.includes(a));
+    return other ? answer.replace(new RegExp(escape(own[0]), 'i'), other) : null;
+  }
+  const [date] = datesIn(answer);
+  if (date) {
+    const shifted = new Date(Date.parse(`${date}T00:00:00Z`) + 86_400_000 * 3);
+    return shifted.toISOString().slice(0, 10);
+  }
+  const money = /\$\s?([\d,]+(?:\.\d+)?)/.exec(answer);
+  if (money) {
+    const value = Number(money[1].replace(/,/g, '')) * 10;
+    return answer.replace(money[0], `$${value.toLocaleString('en-US')}`);
+  }
+  const subjects = texts.flatMap((text) =>
+    [...text.matchAll(/"subject":\s*"([^"]{6,120})"/g)].map((m) => m[1]),
+  );
+  return subjects.find((s) => normalise(s) !== normalise(answer)) ?? null;
+}
+
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+function safeParse(text: string): Record<string, unknown> {
+  try {
+    return JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    return {};
+  }
+}

@@ -1,0 +1,96 @@
+import pLimit from 'p-limit';
+import type { Env, RewardModelEnvConfig, Split } from '../grpo/env';
+import { sampleTasks } from '../grpo/sampleTasks';
+import { rmMetrics } from '../reward/evaluation';
+import { DataError, episodeWithQuestion, judgementOnce, sampleSeed, type EnvDeps } from './episodes';
+import { EVALUATION_CONCURRENCY } from './policyEnv';
+import { balancedTasks } from './rewardModelData';
+
+/**
+ * The reward model's environment. A task is a labelled candidate episode (prepared with the run: base, warm
+ * started and corrupted episodes, balanced between correct and incorrect); a sample is one judgement of it by
+ * the adapter being trained; its reward is agreement with the teacher's label, 1 − |score − label| (0 for a
+ * judgement that never reached a verdict).
+ */
+export function createRewardModelEnv(deps: EnvDeps): Env<RewardModelEnvConfig> {
+  const candidate = async (runId: string, split: Split, task: string) => {
+    const id = await deps.store.episodes.candidateId(runId, split, task);
+    if (id === null) throw new DataError(`run ${runId} has no reward-model candidate ${task}`);
+    const episode = await episodeWithQuestion(deps, id);
+    const label = await deps.store.judgements.findLabel(id);
+    if (!label) throw new DataError(`candidate ${task} of run ${runId} has no label`);
+    return { episode, label };
+  };
+
+  const taskIds = async (config: RewardModelEnvConfig, runId: string, split: Split) =>
+    balancedTasks(await deps.store.episodes.candidates(runId, split), config.seed, config.balance);
+
+  return {
+    taskIds,
+
+    async rollout(config, g, hooks) {
+      const { episode } = await candidate(g.runId, 'train', g.taskId);
+      const judgements = await Promise.all(
+        Array.from({ length: g.groupSize }, (_, sample) =>
+          judgementOnce(
+            deps,
+            episode,
+            `${g.runId}:${g.stage}:${g.step}:${sample}`,
+            { ...config.judge, model: g.model, seed: sampleSeed(g.seed, g.stage, g.step, g.taskId, sample) },
+            hooks,
+          ),
+        ),
+      );
+      return judgements.map((j) => ({ kind: 'judgement' as const, id: j.id }));
+    },
+
+    async reward(_config, g, samples) {
+      const { episode, label } = await candidate(g.runId, 'train', g.taskId);
+      const judgements = await Promise.all(
+        samples.map((_, sample) =>
+          deps.store.judgements.findJudgement(episode.id, `${g.runId}:${g.stage}:${g.step}:${sample}`),
+        ),
+      );
+      const truth = label.correct ? 1 : 0;
+      return {
+        rewards_G: judgements.map((j) => (!j || j.failed ? 0 : 1 - Math.abs(j.score - truth))),
+        success_G: judgements.map((j) => (j && !j.failed && j.score >= 0.5 === label.correct ? 1 : 0)),
+        failed_G: judgements.map((j) => (!j || j.failed ? 1 : 0)),
+      };
+    },
+
+    /** Greedy judgements of held-out labelled candidates → agreement, precision, recall, calibration. */
+    async evaluate(config, input, hooks) {
+      const ids = sampleTasks(
+        await taskIds(config, input.runId, input.split),
+        input.seed,
+        'eval',
+        0,
+        input.count,
+      );
+      const limit = pLimit(EVALUATION_CONCURRENCY);
+      const items = await Promise.all(
+        ids.map((taskId) =>
+          limit(async () => {
+            const { episode, label } = await candidate(input.runId, input.split, taskId);
+            const settings = {
+              ...config.judge,
+              model: input.model,
+              temperature: 0,
+              seed: sampleSeed(input.seed, 'eval', taskId),
+            };
+            const j = await judgementOnce(
+              deps,
+              episode,
+              `${input.runId}:eval:${input.label}`,
+              settings,
+              hooks,
+            );
+            return { score: j.score, confidence: j.confidence, failed: j.failed, label: label.correct };
+          }),
+        ),
+      );
+      return { ...rmMetrics(items) };
+    },
+  };
+}

@@ -1,0 +1,65 @@
+import type { Judgement } from '../reward/judge';
+import type { Label } from '../reward/teacher';
+import { storable, storableJson, type Db } from './db';
+
+export interface StoredJudgement {
+  id: number;
+  score: number;
+  failed: boolean;
+  confidence: number;
+}
+
+/** The judgement of a trajectory under a judge key (judge adapter, stage, sample), if one is stored. */
+export async function findJudgement(
+  db: Db,
+  trajectoryId: number,
+  judgeKey: string,
+): Promise<StoredJudgement | null> {
+  const { rows } = await db.query(
+    'SELECT id, score, failed, verdict FROM judgements WHERE trajectory_id = $1 AND judge_key = $2',
+    [trajectoryId, judgeKey],
+  );
+  if (rows.length === 0) return null;
+  const r = rows[0];
+  return { id: Number(r.id), score: r.score, failed: r.failed, confidence: r.verdict?.confidence ?? 0 };
+}
+
+/** Stores a judgement once per (trajectory, judge key); when another attempt stored it first, that one wins. */
+export async function storeJudgement(
+  db: Db,
+  trajectoryId: number,
+  judgeKey: string,
+  judgeModel: string,
+  j: Judgement,
+): Promise<StoredJudgement> {
+  await db.query(
+    `INSERT INTO judgements (trajectory_id, judge_key, judge_model, mode, score, failed, failure, verdict, evidence,
+                             skills_used, resources_read, applied, messages, turns)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+     ON CONFLICT (trajectory_id, judge_key) DO NOTHING`,
+    [
+      trajectoryId, judgeKey, judgeModel, j.mode, j.score, j.failed, j.failure && storable(j.failure),
+      j.verdict && storableJson(j.verdict), storableJson(j.evidence), j.skillsUsed.map(storable),
+      j.resourcesRead.map(storable), j.applied.map(storable), storableJson(j.messages), storableJson(j.turns),
+    ],
+  ); // prettier-ignore
+  return (await findJudgement(db, trajectoryId, judgeKey))!;
+}
+
+/** The teacher's label of a trajectory (cached: a trajectory is labelled once). */
+export async function findLabel(db: Db, trajectoryId: number): Promise<Label | null> {
+  const { rows } = await db.query<Label>(
+    'SELECT correct, reason, source FROM teacher_labels WHERE trajectory_id = $1',
+    [trajectoryId],
+  );
+  return rows[0] ?? null;
+}
+
+/** Stores a label once; returns the stored one (another attempt's, if it came first). */
+export async function storeLabel(db: Db, trajectoryId: number, label: Label): Promise<Label> {
+  await db.query(
+    'INSERT INTO teacher_labels (trajectory_id, correct, reason, source) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING',
+    [trajectoryId, label.correct, storable(label.reason), label.source],
+  );
+  return (await findLabel(db, trajectoryId))!;
+}
