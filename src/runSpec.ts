@@ -96,6 +96,8 @@ export const runSpecSchema = z.strictObject({
       trainQuestions: z.number().int().min(1).default(16),
       testQuestions: z.number().int().min(1).default(8),
       episodesPerQuestion: z.number().int().min(1).default(2),
+      /** Each question's scripted episode (search, read the gold email, answer): correct by construction. */
+      scripted: z.boolean().default(true),
       /** Corrupted copies of correct episodes (a plausible wrong answer from the same email): hard negatives. */
       corrupt: z.boolean().default(true),
       /** Keep as many correct as incorrect episodes, so that agreement is not won by one label. */

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { Context } from '@temporalio/activity';
 import type { Env, EnvConfig, EnvKind, SampleHooks } from '../grpo/env';
 import type { EnvDeps } from '../env/episodes';
@@ -18,5 +19,7 @@ export function createEnvs(deps: EnvDeps) {
 /** An activity's hooks for the samples it makes: a heartbeat after every model call, and its cancellation. */
 export function activityHooks(progress: () => object = () => ({})): SampleHooks {
   const context = Context.current();
+  // Every concurrent model call of the activity listens for its cancellation: dozens at once is by design.
+  setMaxListeners(1000, context.cancellationSignal);
   return { onTurn: () => context.heartbeat(progress()), signal: context.cancellationSignal };
 }

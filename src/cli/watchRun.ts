@@ -30,6 +30,7 @@ export async function watchRun(config: Config, runId: string, intervalMs = 2000)
   const flagsBar = bars?.create(1, 0, { line: '' }, { format: '{line}' });
   const stageBars = new Map<string, cliProgress.SingleBar>();
   let lastLine = '';
+  const shown = new Set<string>(); // health flags already printed
   let s: RunStatus;
   let health: HealthFlag[] = [];
   try {
@@ -62,12 +63,11 @@ export async function watchRun(config: Config, runId: string, intervalMs = 2000)
           bar.update(st.step, payload);
         }
       } else {
-        const line = [
-          head,
-          ...stages.map(({ stage, st }) => `${stage} ${st.step}/${st.totalSteps} ${st.phase}`),
-          ...flags,
-        ].join(' | ');
-        if (line !== lastLine) console.log(`${new Date().toISOString().slice(11, 19)} ${line}`);
+        const line = [head, ...stages.map(({ stage, st }) => `${stage} ${st.step}/${st.totalSteps} ${st.phase}`)].join(' | ');
+        const time = new Date().toISOString().slice(11, 19);
+        if (line !== lastLine) console.log(`${time} ${line}`);
+        for (const flag of flags.filter((f) => !shown.has(f))) console.log(`${time}   ! ${flag}`);
+        flags.forEach((f) => shown.add(f));
         lastLine = line;
       }
       if (s.state === 'done' || s.state === 'cancelled') break;

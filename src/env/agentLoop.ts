@@ -64,7 +64,7 @@ const MALFORMED_IN_A_ROW = 2;
 const CHARS_PER_TOKEN = 3; // a cautious estimate for text the server has not tokenised yet
 const MIN_TURN_TOKENS = 16;
 const NO_CALL =
-  'Error: reply with exactly one tool call, <tool_call>{"name": ..., "arguments": {...}}</tool_call>.';
+  'Error: no tool call found. Reply with <tool_call>, a JSON object with "name" and "arguments", and </tool_call>.';
 
 /**
  * The one chat/tool-call loop, shared by the email agent and the Skill-RM judge: sample a reply, run its tool

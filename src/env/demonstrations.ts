@@ -7,42 +7,56 @@
 import type { ModelServerClient } from '../modelServer/client';
 import type { ChatMessage } from '../modelServer/schemas';
 import type { Judgement, JudgeSettings } from '../reward/judge';
-import { episodeSummary, judgeSystemPrompt, skillsFor } from '../reward/judge';
+import { episodeSummary, judgeSystemPrompt, skillsFor, skillText } from '../reward/judge';
 import { aggregate } from '../reward/aggregate';
-import { normalise } from '../reward/answerMatch';
+import { addressesIn, datesIn, normalise } from '../reward/answerMatch';
 import type { Skill } from '../reward/skills';
 import { runVerifier, type VerifierResult } from '../reward/verifiers';
 import type { QuestionContext } from '../store/questions';
-import type { Mailbox } from '../mail/search';
+import type { Mailbox, SearchArgs } from '../mail/search';
 import type { ToolSpec } from './agentLoop';
-import { call, episodeStart, type AgentSettings } from './emailAgent';
-import { runEmailTool } from './emailTools';
+import { call, episodeStart, toolCall, type AgentSettings } from './emailAgent';
+import { MessageHandles, runEmailTool } from './emailTools';
 import type { EpisodeWithQuestion } from './episodes';
 import { initialFacts, type Trajectory, type Turn } from './trajectory';
 
 const STOP = new Set(
-  'a an the of to in on at for by with from and or is was were be it this that re fw fwd fyi please thanks'.split(
+  'a an the of to in on at for by with from and or is was were be it this that what who when which me my sent email subject date given mentioned amount dollar re fw fwd fyi please thanks'.split(
     ' ',
   ),
 );
+const words = (text: string) => [
+  ...new Set(
+    normalise(text)
+      .split(' ')
+      .filter((w) => /^[a-z0-9][a-z0-9'&.-]{1,}$/.test(w) && !STOP.has(w)),
+  ),
+];
+const nextDay = (day: string) => new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000).toISOString().slice(0, 10);
 
-/** Search keywords a person would take from an email: its subject's content words, else its body's. */
-export function keywordCandidates(subject: string, body: string): string[][] {
-  const words = (text: string) => [
-    ...new Set(
-      normalise(text)
-        .split(' ')
-        .filter((w) => /^[a-z][a-z0-9]{2,}$/.test(w) && !STOP.has(w)),
-    ),
-  ];
-  const fromSubject = words(subject);
-  const fromBody = words(body).filter((w) => w.length >= 5);
-  return [fromSubject.slice(0, 3), fromSubject.slice(0, 1), fromBody.slice(0, 2)].filter((k) => k.length > 0);
+/**
+ * Searches an agent could make from the question alone, most specific first: the words of the subject it
+ * quotes, the sender and day it names, its other words that the email contains.
+ */
+export function searchCandidates(question: string, gold: { subject: string; body: string }): SearchArgs[] {
+  const inGold = new Set(words(`${gold.subject} ${gold.body}`));
+  const quoted = [...question.matchAll(/"([^"]{2,200})"/g)].flatMap((m) => [words(m[1]).filter((w) => inGold.has(w))]);
+  const loose = words(question.replace(/"[^"]*"/g, ' ').replace(/\S+@\S+/g, ' ')).filter(
+    (w) => inGold.has(w) && !/^\d{4}-\d{2}-\d{2}$/.test(w),
+  );
+  const [day] = datesIn(question);
+  const candidates: SearchArgs[] = [];
+  for (const k of [...quoted, loose]) for (const n of [3, 2, 1]) if (k.length >= n) candidates.push({ keywords: k.slice(0, n) });
+  for (const from of addressesIn(question))
+    candidates.push(day ? { keywords: [], from, sent_after: day, sent_before: nextDay(day) } : { keywords: [], from });
+  return candidates;
 }
 
 /**
- * The policy's demonstration for a question: the messages of a scripted episode whose tool results are the
- * real tools' answers. Null when no keywords find the gold email (no honest demonstration exists).
+ * The policy's demonstration for a question: the messages of a scripted episode — a search an agent could
+ * make from the question, reading the gold email, answering with its id — whose tool results are the real
+ * tools' answers. Null when no such search finds the gold email, or the answer is not in what the tools show
+ * (no honest demonstration exists within the spec's limits).
  */
 export async function policyDemonstration(
   mailbox: Mailbox,
@@ -52,24 +66,26 @@ export async function policyDemonstration(
   const goldId = q.gold.messageIds[0];
   const gold = await mailbox.read(q.scope, goldId);
   if (!gold) return null;
-  for (const keywords of keywordCandidates(gold.subject, gold.body)) {
-    const search = await runEmailTool(mailbox, q.scope, 'search_emails', { keywords }, agent);
+  for (const args of searchCandidates(q.question, gold)) {
+    const handles = new MessageHandles();
+    const search = await runEmailTool(mailbox, q.scope, 'search_emails', { ...args }, agent, handles);
     if (search.kind !== 'result' || !search.searchedIds?.includes(goldId)) continue;
-    const read = await runEmailTool(mailbox, q.scope, 'read_email', { message_id: goldId }, agent);
-    if (read.kind !== 'result') return null;
-    const answer = { answer: q.gold.answer, sources: [goldId] };
+    const handle = handles.handle(goldId);
+    const read = await runEmailTool(mailbox, q.scope, 'read_email', { message_id: handle }, agent, handles);
+    if (read.kind !== 'result' || !normalise(read.content).includes(normalise(q.gold.answer))) return null;
     const messages: ChatMessage[] = [
       ...episodeStart(q, agent.demonstration),
-      call('demo_1', 'search_emails', { keywords }),
+      call('demo_1', 'search_emails', args),
       { role: 'tool', tool_call_id: 'demo_1', content: search.content },
-      call('demo_2', 'read_email', { message_id: goldId }),
+      call('demo_2', 'read_email', { message_id: handle }),
       { role: 'tool', tool_call_id: 'demo_2', content: read.content },
-      call('demo_3', 'return_final_answer', answer),
+      call('demo_3', 'return_final_answer', { answer: q.gold.answer, sources: [handle] }),
       { role: 'tool', tool_call_id: 'demo_3', content: 'Answer recorded.' },
     ];
     const facts = {
       ...initialFacts(),
-      ...answer,
+      answer: q.gold.answer,
+      sources: [goldId],
       searchedIds: search.searchedIds,
       readIds: [goldId],
       turns: 3,
@@ -81,8 +97,8 @@ export async function policyDemonstration(
 }
 
 /**
- * The judge's demonstration for a labelled candidate: load the grounding skill, run each of its verifiers,
- * and give the verdict the evidence supports (satisfied = verifiers passed). It teaches the procedure and
+ * The judge's demonstration for a labelled candidate: load the grounding skill and run its verifiers in one
+ * reply, then give the verdict the evidence supports (satisfied = verifiers passed). It teaches the procedure and
  * the contract, not the labels: what the verifiers miss is left for the reward-model stage to learn.
  */
 export async function judgeDemonstration(
@@ -107,25 +123,19 @@ export async function judgeDemonstration(
     reference: settings.reference === 'visible' ? question.gold.answer : null,
     facts: trajectory.facts,
   };
+  // One reply loads the skill and runs its verifiers (parallel calls), the next gives the verdict.
+  const verifierCalls = skill.verifiers.map((name, i) => toolCall(`judge_${i + 2}`, 'run_verifier', { name }));
   const messages: ChatMessage[] = [
     { role: 'system', content: judgeSystemPrompt(skillsFor(skills, settings.reference), 'skill') },
     { role: 'user', content: episodeSummary(input, settings.reference) },
-    call('judge_1', 'load_skill', { name: skill.name }),
-    {
-      role: 'tool',
-      tool_call_id: 'judge_1',
-      content: `${skill.instructions}\n\nVerifiers: ${skill.verifiers.join(', ')}\nResources: ${skill.resources.join(', ') || 'none'}`,
-    },
+    { role: 'assistant', content: null, tool_calls: [toolCall('judge_1', 'load_skill', { name: skill.name }), ...verifierCalls] },
+    { role: 'tool', tool_call_id: 'judge_1', content: skillText(skill) },
   ];
   const evidence: VerifierResult[] = [];
-  for (const [i, name] of skill.verifiers.entries()) {
-    const result = await runVerifier(name, ctx);
+  for (const c of verifierCalls) {
+    const result = await runVerifier(JSON.parse(c.function.arguments).name, ctx);
     evidence.push(result);
-    messages.push(call(`judge_${i + 2}`, 'run_verifier', { name }), {
-      role: 'tool',
-      tool_call_id: `judge_${i + 2}`,
-      content: JSON.stringify(result),
-    });
+    messages.push({ role: 'tool', tool_call_id: c.id, content: JSON.stringify(result) });
   }
   const passed = evidence.filter((e) => e.passed).length;
   const verdict = {
@@ -136,7 +146,7 @@ export async function judgeDemonstration(
     used_resources: [],
     reason: evidence.map((e) => `${e.verifier} ${e.passed ? 'passed' : 'failed'}`).join('; '),
   };
-  const last = `judge_${skill.verifiers.length + 2}`;
+  const last = 'judge_verdict';
   messages.push(call(last, 'final_answer', verdict), {
     role: 'tool',
     tool_call_id: last,

@@ -1,8 +1,8 @@
 import type OpenAI from 'openai';
 import type { Mailbox } from '../mail/search';
-import type { ChatMessage } from '../modelServer/schemas';
+import type { ChatMessage, ToolCall } from '../modelServer/schemas';
 import { agentLoop, type LoopSettings } from './agentLoop';
-import { EMAIL_TOOLS, runEmailTool, type ToolLimits } from './emailTools';
+import { EMAIL_TOOLS, MessageHandles, runEmailTool, type ToolLimits } from './emailTools';
 import { initialFacts, type Trajectory } from './trajectory';
 
 export interface EpisodeQuestion {
@@ -20,13 +20,13 @@ export interface AgentSettings extends LoopSettings, ToolLimits {
 /** Agent settings without the model and seed: each step picks the adapter version and the seeds. */
 export type AgentTemplate = Omit<AgentSettings, 'model' | 'seed'>;
 
+/** The instructions, then what is particular to the episode (what all episodes share comes first: a cached prefix). */
 export function systemPrompt(q: EpisodeQuestion): string {
   return [
-    `You are an email search agent in the mailbox of ${q.inboxAddress ?? q.inbox}.`,
-    `Today is ${q.queryDate.toISOString().slice(0, 10)}.`,
-    'Find the answer to the user question with search_emails and read_email, then call return_final_answer',
-    'with a short answer and the message ids of the emails it comes from. If you cannot find it, answer',
-    '"I don\'t know". Always reply with exactly one tool call.',
+    'You are an email search agent. Find the answer to the user question with search_emails and read_email,',
+    'then call return_final_answer with a short answer and the ids of the emails it comes from. If you cannot',
+    'find it, answer "I don\'t know". Always reply with exactly one tool call.',
+    `The mailbox is ${q.inboxAddress ?? q.inbox}'s. Today is ${q.queryDate.toISOString().slice(0, 10)}.`,
   ].join(' ');
 }
 
@@ -40,26 +40,26 @@ export const DEMONSTRATION: ChatMessage[] = [
   {
     role: 'tool',
     tool_call_id: 'example_1',
-    content:
-      '[{"message_id": "<example.1@mail>", "subject": "Budget draft", "from": "jane@example.com", "date": "2001-03-05T10:00:00.000Z", "snippet": "attached is the **budget** **draft**"}]',
+    content: 'm1 | 2001-03-05 | jane@example.com | Budget draft | attached is the **budget** **draft**',
   },
-  call('example_2', 'read_email', { message_id: '<example.1@mail>' }),
+  call('example_2', 'read_email', { message_id: 'm1' }),
   {
     role: 'tool',
     tool_call_id: 'example_2',
     content:
-      '{"message_id": "<example.1@mail>", "subject": "Budget draft", "from": "jane@example.com", "date": "2001-03-05T10:00:00.000Z", "to": ["me@example.com"], "cc": [], "bcc": [], "body": "Hi, attached is the budget draft. Jane"}',
+      'id: m1\nfrom: jane@example.com\nto: me@example.com\ndate: 2001-03-05T10:00:00.000Z\nsubject: Budget draft\n\nHi, attached is the budget draft. Jane',
   },
-  call('example_3', 'return_final_answer', { answer: '2001-03-05', sources: ['<example.1@mail>'] }),
+  call('example_3', 'return_final_answer', { answer: '2001-03-05', sources: ['m1'] }),
   { role: 'tool', tool_call_id: 'example_3', content: 'Example finished. Now the real task.' },
 ];
 
+export function toolCall(id: string, name: string, args: object): ToolCall {
+  return { id, type: 'function', function: { name, arguments: JSON.stringify(args) } };
+}
+
+/** An assistant message making one tool call. */
 export function call(id: string, name: string, args: object): ChatMessage {
-  return {
-    role: 'assistant',
-    content: null,
-    tool_calls: [{ id, type: 'function', function: { name, arguments: JSON.stringify(args) } }],
-  };
+  return { role: 'assistant', content: null, tool_calls: [toolCall(id, name, args)] };
 }
 
 /** The messages an episode starts from. */
@@ -86,6 +86,7 @@ export async function runEpisode(
   const started = Date.now();
   const scope = { inbox: q.inbox, queryDate: q.queryDate };
   const facts = initialFacts();
+  const handles = new MessageHandles();
   const loop = await agentLoop(
     llm,
     episodeStart(q, s.demonstration),
@@ -93,7 +94,7 @@ export async function runEpisode(
     s,
     {
       async call(name, args) {
-        const outcome = await runEmailTool(mailbox, scope, name, args, s);
+        const outcome = await runEmailTool(mailbox, scope, name, args, s, handles);
         if (outcome.kind === 'final') {
           facts.answer = outcome.answer;
           facts.sources = outcome.sources;

@@ -4,8 +4,33 @@ import type { ToolSpec } from './agentLoop';
 
 export const finalAnswerSchema = z.object({
   answer: z.string().max(2000).describe('the answer, or "I don\'t know"'),
-  sources: z.array(z.string().max(998)).max(20).default([]).describe('message ids the answer comes from'),
+  sources: z.array(z.string().max(998)).max(20).default([]).describe('ids of the emails the answer comes from'),
 });
+
+/**
+ * Short, episode-local names for messages ("m1", "m2", …) in what the model sees and writes. Message-IDs
+ * are long (`<12894499.1075861197577.JavaMail.evans@thyme>`) and a small model copies them wrong; the
+ * episode's facts keep the real ids. An id the model writes out in full is accepted too.
+ */
+export class MessageHandles {
+  private readonly ids = new Map<string, string>();
+  private readonly handles = new Map<string, string>();
+
+  handle(messageId: string): string {
+    let h = this.handles.get(messageId);
+    if (!h) {
+      h = `m${this.handles.size + 1}`;
+      this.handles.set(messageId, h);
+      this.ids.set(h, messageId);
+    }
+    return h;
+  }
+
+  /** The message a reference names: a handle, else the text itself (a full id, or an invention). */
+  resolve(reference: string): string {
+    return this.ids.get(reference.trim()) ?? reference.trim();
+  }
+}
 
 const TOOLS = {
   search_emails: {
@@ -46,6 +71,9 @@ export type ToolOutcome =
 /**
  * Runs one tool call against the mailbox, always inside the episode's scope (its inbox and query date): the
  * model chooses keywords and ids, never whose mail it reads. Bad calls come back as an error for the model.
+ * Messages appear under their episode handles, as plain text (one line per search hit; an email as its
+ * headers and body): fewer tokens than JSON, and the form a language model has read most of. Outcomes carry
+ * the real ids.
  */
 export async function runEmailTool(
   mailbox: Mailbox,
@@ -53,6 +81,7 @@ export async function runEmailTool(
   name: string,
   args: Record<string, unknown>,
   limits: ToolLimits,
+  handles: MessageHandles,
 ): Promise<ToolOutcome> {
   if (!isTool(name))
     return {
@@ -69,19 +98,31 @@ export async function runEmailTool(
   }
   if (name === 'return_final_answer') {
     const { answer, sources } = parsed.data as z.infer<typeof finalAnswerSchema>;
-    return { kind: 'final', answer, sources };
+    return { kind: 'final', answer, sources: sources.map((s) => handles.resolve(s)) };
   }
   if (name === 'search_emails') {
     const search = parsed.data as z.infer<typeof searchArgsSchema>;
     const hits = await mailbox.search(scope, { ...search, limit: Math.min(search.limit, limits.searchHits) });
-    return { kind: 'result', content: JSON.stringify(hits), searchedIds: hits.map((h) => h.message_id) };
+    const content = hits.length
+      ? hits.map((h) => `${handles.handle(h.message_id)} | ${h.date.slice(0, 10)} | ${h.from} | ${h.subject} | ${h.snippet}`).join('\n')
+      : 'No email matches every keyword.';
+    return { kind: 'result', content, searchedIds: hits.map((h) => h.message_id) };
   }
   const { message_id } = parsed.data as z.infer<typeof readArgsSchema>;
-  const email = await mailbox.read(scope, message_id);
-  if (!email) return { kind: 'result', content: `Error: no email with id ${message_id} in this inbox.` };
+  const email = await mailbox.read(scope, handles.resolve(message_id));
+  if (!email)
+    return { kind: 'result', content: `Error: no email with id ${message_id.slice(0, 200)} in this inbox.` };
   const body =
-    email.body.length > limits.bodyChars
-      ? `${email.body.slice(0, limits.bodyChars)}\n[truncated]`
-      : email.body;
-  return { kind: 'result', content: JSON.stringify({ ...email, body }), readId: email.message_id };
+    email.body.length > limits.bodyChars ? `${email.body.slice(0, limits.bodyChars)}\n[truncated]` : email.body;
+  const content = [
+    `id: ${handles.handle(email.message_id)}`,
+    `from: ${email.from}`,
+    `to: ${[...email.to].join(', ')}`,
+    ...(email.cc.length ? [`cc: ${email.cc.join(', ')}`] : []),
+    `date: ${email.date}`,
+    `subject: ${email.subject}`,
+    '',
+    body,
+  ].join('\n');
+  return { kind: 'result', content, readId: email.message_id };
 }

@@ -10,17 +10,11 @@ import { sampleTasks } from '../grpo/sampleTasks';
 import type { Mailbox } from '../mail/search';
 import { addressesIn, datesIn, normalise } from '../reward/answerMatch';
 import { deterministicReward, type RewardWeights } from '../reward/deterministic';
-import { candidateStage } from '../store/episodes';
+import { candidateStage, type EpisodeKey, type StoredEpisode } from '../store/episodes';
 import type { QuestionContext } from '../store/questions';
 import type { AgentTemplate } from './emailAgent';
-import {
-  episodeOnce,
-  episodeWithQuestion,
-  labelOnce,
-  questionOf,
-  sampleSeed,
-  type EnvDeps,
-} from './episodes';
+import { policyDemonstration } from './demonstrations';
+import { DataError, episodeOnce, episodeWithQuestion, labelOnce, questionOf, sampleSeed, type EnvDeps } from './episodes';
 import type { Trajectory } from './trajectory';
 
 export interface CandidatesInput {
@@ -31,12 +25,16 @@ export interface CandidatesInput {
   episodesPerQuestion: number;
   /** The policies whose episodes become candidates, e.g. ["base", "policy-warm@step-8"]. */
   models: string[];
+  /** Add each question's scripted episode (search, read the gold email, answer): correct by construction. */
+  scripted: boolean;
   corrupt: boolean;
+  balance: boolean;
   agent: AgentTemplate;
   weights: RewardWeights;
 }
 
-/** Corrupted copies are stored beside their originals, at sample + this. */
+/** Scripted episodes are stored at this sample; corrupted copies beside their originals, at sample + 1000. */
+const SCRIPTED = 500;
 const CORRUPTED = 1000;
 const CONCURRENCY = 16;
 
@@ -51,7 +49,17 @@ export async function prepareCandidates(deps: EnvDeps, input: CandidatesInput, h
     input.questions,
   );
   const limit = pLimit(CONCURRENCY);
-  const jobs = questions.flatMap((taskId) =>
+  /** Labels a stored candidate and, when it is correct, adds its corrupted copy. */
+  const labelAndCorrupt = async (q: QuestionContext, key: EpisodeKey, episode: StoredEpisode) => {
+    const label = await labelOnce(deps, await episodeWithQuestion(deps, episode.id), input.weights, input.agent.maxTurns);
+    if (!input.corrupt || !label.correct) return;
+    const wrong = await corrupted(deps.store.mailbox, q, episode.trajectory);
+    if (!wrong) return;
+    const reward = deterministicReward(wrong.facts, q.gold, input.agent.maxTurns, input.weights);
+    const copy = await deps.store.episodes.storeEpisode({ ...key, sample: CORRUPTED + key.sample }, q.id, wrong, reward);
+    await labelOnce(deps, await episodeWithQuestion(deps, copy.id), input.weights, input.agent.maxTurns);
+  };
+  const sampled = questions.flatMap((taskId) =>
     input.models.flatMap((model, m) =>
       Array.from({ length: input.episodesPerQuestion }, (_, e) =>
         limit(async () => {
@@ -59,38 +67,30 @@ export async function prepareCandidates(deps: EnvDeps, input: CandidatesInput, h
           const q = await questionOf(deps, taskId);
           const key = { runId: input.runId, stage, step: 0, taskId, sample };
           const agent = { ...input.agent, model, seed: sampleSeed(input.seed, stage, taskId, sample) };
-          const episode = await episodeOnce(deps, key, q, agent, input.weights, hooks);
-          const label = await labelOnce(
-            deps,
-            await episodeWithQuestion(deps, episode.id),
-            input.weights,
-            input.agent.maxTurns,
-          );
-          if (input.corrupt && label.correct) {
-            const wrong = await corrupted(deps.store.mailbox, q, episode.trajectory);
-            if (wrong) {
-              const reward = deterministicReward(wrong.facts, q.gold, input.agent.maxTurns, input.weights);
-              const copy = await deps.store.episodes.storeEpisode(
-                { ...key, sample: CORRUPTED + sample },
-                q.id,
-                wrong,
-                reward,
-              );
-              await labelOnce(
-                deps,
-                await episodeWithQuestion(deps, copy.id),
-                input.weights,
-                input.agent.maxTurns,
-              );
-            }
-          }
+          await labelAndCorrupt(q, key, await episodeOnce(deps, key, q, agent, input.weights, hooks));
         }),
       ),
     ),
   );
-  await Promise.all(jobs);
+  const scripted = (input.scripted ? questions : []).map((taskId) =>
+    limit(async () => {
+      const q = await questionOf(deps, taskId);
+      const key = { runId: input.runId, stage, step: 0, taskId, sample: SCRIPTED };
+      const demo = await policyDemonstration(deps.store.mailbox, q, { ...input.agent, model: 'script' });
+      if (!demo) return;
+      const reward = deterministicReward(demo.trajectory.facts, q.gold, input.agent.maxTurns, input.weights);
+      await labelAndCorrupt(q, key, await deps.store.episodes.storeEpisode(key, q.id, demo.trajectory, reward));
+    }),
+  );
+  await Promise.all([...sampled, ...scripted]);
   const all = await deps.store.episodes.candidates(input.runId, input.split);
-  return { correct: all.filter((c) => c.correct).length, incorrect: all.filter((c) => !c.correct).length };
+  const counts = { correct: all.filter((c) => c.correct).length, incorrect: all.filter((c) => !c.correct).length };
+  if (input.balance && (counts.correct === 0 || counts.incorrect === 0))
+    throw new DataError(
+      `rewardModelData: the ${input.split} episodes are all ${counts.correct ? 'correct' : 'incorrect'} (${all.length}): nothing to balance; ` +
+        'add scripted or corrupted episodes, a policy warm start, or more questions',
+    );
+  return counts;
 }
 
 /** An equal number of correct and incorrect candidates, in a seeded order (all of them when not balancing). */
@@ -165,9 +165,11 @@ export function wrongAnswer(answer: string, addresses: string[], texts: string[]
     const value = Number(money[1].replace(/,/g, '')) * 10;
     return answer.replace(money[0], `$${value.toLocaleString('en-US')}`);
   }
-  const subjects = texts.flatMap((text) =>
-    [...text.matchAll(/"subject":\s*"([^"]{6,120})"/g)].map((m) => m[1]),
-  );
+  // Other emails' subjects the agent saw: search hits (`id | date | from | subject | snippet`), read emails.
+  const subjects = texts.flatMap((text) => [
+    ...[...text.matchAll(/^m\d+ \| [^|]* \| [^|]* \| ([^|]{6,120}) \|/gm)].map((m) => m[1].trim()),
+    ...[...text.matchAll(/^subject: (.{6,120})$/gm)].map((m) => m[1].trim()),
+  ]);
   return subjects.find((s) => normalise(s) !== normalise(answer)) ?? null;
 }
 

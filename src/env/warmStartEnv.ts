@@ -1,5 +1,5 @@
 import type { Env, Split, WarmStartEnvConfig } from '../grpo/env';
-import { sampleTasks } from '../grpo/sampleTasks';
+import { interleaveBy, sampleTasks } from '../grpo/sampleTasks';
 import { deterministicReward } from '../reward/deterministic';
 import { SKILL_TOOLS } from '../reward/judge';
 import { demonstrationTurns, judgeDemonstration, policyDemonstration } from './demonstrations';
@@ -10,8 +10,8 @@ import { createRewardModelEnv } from './rewardModelEnv';
 import { balancedTasks } from './rewardModelData';
 
 /**
- * The warm start's environment: supervised, not RL. A task is a train question (policy) or a labelled train
- * candidate (judge); its one sample is a scripted demonstration, built once and stored with its token ids
+ * The warm start's environment: supervised, not RL. A task is a train question (policy; every kind of
+ * question in turn) or a labelled train candidate (judge; balanced); its one sample is a scripted demonstration, built once and stored with its token ids
  * (every epoch trains on the same rows); every demonstration is trained on with advantage 1. Evaluation is
  * the target's own: the policy's success, or the judge's agreement.
  */
@@ -28,13 +28,11 @@ export function createWarmStartEnv(deps: EnvDeps): Env<WarmStartEnvConfig> {
       demonstrable.set(
         key,
         (async () => {
-          const order = sampleTasks(
-            await deps.store.questions.questionIds(split),
-            config.seed,
-            'demonstrations:policy',
-            0,
-            Infinity,
-          );
+          // Every kind of question (template, generator) in turn: demonstrations of one kind teach one answer.
+          const questions = await deps.store.questions.questionSources(split);
+          const source = new Map(questions.map((q) => [q.id, q.source]));
+          const seeded = sampleTasks([...source.keys()], config.seed, 'demonstrations:policy', 0, Infinity);
+          const order = interleaveBy(seeded, (id) => source.get(id)!);
           const found: string[] = [];
           for (const id of order) {
             if (found.length >= config.count) break;

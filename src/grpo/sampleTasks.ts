@@ -51,3 +51,16 @@ export function epochBatch(
   }
   return batch;
 }
+
+/**
+ * The items of each kind in turn (kinds in order of first appearance, each kind's items in their order): a
+ * stratified order, so that the first N items cover every kind instead of mirroring the most common one.
+ */
+export function interleaveBy<T>(items: T[], kind: (item: T) => string): T[] {
+  const byKind = new Map<string, T[]>();
+  for (const item of items) byKind.set(kind(item), [...(byKind.get(kind(item)) ?? []), item]);
+  const queues = [...byKind.values()];
+  const out: T[] = [];
+  for (let i = 0; out.length < items.length; i++) for (const q of queues) if (i < q.length) out.push(q[i]);
+  return out;
+}

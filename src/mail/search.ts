@@ -24,7 +24,9 @@ export const searchArgsSchema = z.object({
 });
 export type SearchArgs = z.input<typeof searchArgsSchema>;
 
-export const readArgsSchema = z.object({ message_id: z.string().min(1).max(998) });
+export const readArgsSchema = z.object({
+  message_id: z.string().min(1).max(998).describe('the id of a search result, e.g. m1'),
+});
 
 export interface SearchHit {
   message_id: string;

@@ -71,6 +71,10 @@ export function skillsFor(skills: Map<string, Skill>, reference: JudgeSettings['
   return [...skills.values()].filter((k) => reference === 'visible' || !k.needs_reference);
 }
 
+/** What load_skill shows: the procedure and scoring contract, the verifiers and resources. */
+export const skillText = (k: Skill) =>
+  `${k.instructions}\n\nVerifiers: ${k.verifiers.join(', ') || 'none'}\nResources: ${k.resources.join(', ') || 'none'}`;
+
 export function judgeSystemPrompt(skills: Skill[], mode: JudgeMode): string {
   if (mode === 'baseline')
     return `You are a reward model. Evaluate the email agent episode below and call final_answer. ${BASELINE_RUBRIC}`;
@@ -78,7 +82,7 @@ export function judgeSystemPrompt(skills: Skill[], mode: JudgeMode): string {
   return [
     'You are a reward model. Evaluate the email agent episode below with the evaluation skills:',
     `${listing}.`,
-    'Load the skills that apply, run their verifiers, then call final_answer with',
+    'Load the skills that apply and run their verifiers (several calls in one reply are fine), then call final_answer with',
     "satisfied_count/total_count counted by the skill's scoring contract.",
   ].join(' ');
 }
@@ -199,7 +203,7 @@ async function skillTool(
       const k = skill('name');
       if (!k) return `Error: no skill "${str('name')}"; available: ${skills.map((x) => x.name).join(', ')}`;
       if (!j.skillsUsed.includes(k.name)) j.skillsUsed.push(k.name);
-      return `${k.instructions}\n\nVerifiers: ${k.verifiers.join(', ') || 'none'}\nResources: ${k.resources.join(', ') || 'none'}`;
+      return skillText(k);
     }
     case 'read_resource': {
       const k = skill('skill');

@@ -67,7 +67,8 @@ export async function storeBatch(db: Db, results: ParseResult[]): Promise<BatchC
       await client.query(`
         INSERT INTO mailbox_messages (inbox_id, email_id, date, folder, tsv)
         SELECT s.inbox, e.id, e.date, s.folder,
-               setweight(to_tsvector('english', e.subject), 'A') || setweight(to_tsvector('english', left(e.body, 100000)), 'B')
+               setweight(to_tsvector('english', evalrl_search_text(e.subject)), 'A')
+                 || setweight(to_tsvector('english', evalrl_search_text(left(e.body, 100000))), 'B')
         FROM staging s JOIN emails e USING (message_id)
         ON CONFLICT DO NOTHING`);
       await client.query(`

@@ -10,7 +10,8 @@ import { storable, type Db } from './db';
 
 /**
  * Full-text search over one mailbox. Every keyword must match; keywords are plain text for
- * plainto_tsquery, never query syntax, so quotes, operators and SQL arrive as words. A keyword with no
+ * plainto_tsquery, never query syntax, so quotes, operators and SQL arrive as words; like the documents, they
+ * are split at the separators inside addresses and URLs (migration 008), so "rapp" finds bill.rapp@enron.com. A keyword with no
  * searchable word in it (empty, punctuation, stop words) constrains nothing. Ranked by relevance, newest first
  * on ties.
  */
@@ -27,7 +28,7 @@ export async function searchEmails(db: Db, scope: MailboxScope, input: SearchArg
   const tsquery =
     keywords.length === 0
       ? `''::tsquery`
-      : keywords.map((k) => `plainto_tsquery('english', $${params.push(k)})`).join(' && ');
+      : keywords.map((k) => `plainto_tsquery('english', evalrl_search_text($${params.push(k)}))`).join(' && ');
   const { rows } = await db.query<SearchHit & { date: Date }>(
     `WITH q AS (SELECT ${tsquery} AS query),
      top AS (

@@ -41,6 +41,12 @@ export async function questionIds(db: Db, split: Split): Promise<string[]> {
   return rows.map((r) => r.id);
 }
 
+/** Ids with how each question was made (its template, or the LLM generator). */
+export async function questionSources(db: Db, split: Split): Promise<{ id: string; source: string }[]> {
+  const { rows } = await db.query('SELECT id, source FROM questions WHERE split = $1 ORDER BY id', [split]);
+  return rows;
+}
+
 export async function questionCounts(db: Db): Promise<Record<Split, number>> {
   const { rows } = await db.query<{ split: Split; n: string }>(
     'SELECT split, count(*) AS n FROM questions GROUP BY split',

@@ -215,7 +215,9 @@ export async function trainingRun({ runId, spec }: TrainingRunInput): Promise<Ru
       questions,
       episodesPerQuestion: data.episodesPerQuestion,
       models: candidateModels,
+      scripted: data.scripted,
       corrupt: data.corrupt,
+      balance: data.balance,
       agent: agentTemplate(spec),
       weights: spec.rewardWeights,
     });

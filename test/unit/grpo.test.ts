@@ -1,6 +1,7 @@
 import { groupAdvantages, groupStd } from '../../src/grpo/advantages';
 import { selectGroups } from '../../src/grpo/dynamicSampling';
-import { sampleTasks } from '../../src/grpo/sampleTasks';
+import { epochBatch, interleaveBy, sampleTasks } from '../../src/grpo/sampleTasks';
+import { trainingSequences } from '../../src/grpo/trainingSequences';
 
 describe('groupAdvantages', () => {
   it('centres on the group mean and, for GRPO, scales by the group std', () => {
@@ -51,5 +52,52 @@ describe('sampleTasks', () => {
     expect(sampleTasks(ids, 1, 'policy', 3, 4, skip)).not.toContain(first[0]);
     const more = sampleTasks(ids, 1, 'policy', 3, 4, new Set(), 4);
     expect(more.filter((id) => first.includes(id))).toEqual([]);
+  });
+});
+
+describe('epochBatch', () => {
+  const ids = ['a', 'b', 'c', 'd', 'e'];
+  it('shows every task once per epoch, in a seeded order per epoch', () => {
+    const epoch1 = [1, 2, 3].flatMap((step) => epochBatch(ids, 7, 'warm', step, 2)).slice(0, 5);
+    expect([...epoch1].sort()).toEqual(ids);
+    const steps = Array.from({ length: 10 }, (_, i) => epochBatch(ids, 7, 'warm', i + 1, 2)).flat();
+    expect(steps.filter((t) => t === 'c')).toHaveLength(4); // four epochs of five in twenty places
+    expect(epochBatch(ids, 7, 'warm', 1, 2)).toEqual(epochBatch([...ids].reverse(), 7, 'warm', 1, 2));
+    expect(epochBatch([], 7, 'warm', 1, 2)).toEqual([]);
+  });
+});
+
+describe('trainingSequences', () => {
+  const turn = (prompt: number[], tokens: number[]) => ({
+    promptTokenIds: prompt,
+    tokenIds: tokens,
+    logprobs: tokens.map(() => -0.5),
+    finishReason: 'stop',
+    modelMs: 1,
+    toolMs: 1,
+  });
+  it('merges turns whose prompt extends the previous prompt and reply into one sequence', () => {
+    const [seq, ...rest] = trainingSequences([turn([1, 2], [3, 4]), turn([1, 2, 3, 4, 5, 6], [7])], 0.5);
+    expect(rest).toEqual([]);
+    expect(seq).toEqual({
+      token_ids: [1, 2, 3, 4, 5, 6, 7],
+      mask: [0, 0, 1, 1, 0, 0, 1],
+      logprobs: [0, 0, -0.5, -0.5, 0, 0, -0.5],
+      advantage: 0.5,
+    });
+  });
+  it('starts a new sequence where the template re-rendered a reply differently, and skips empty turns', () => {
+    const seqs = trainingSequences([turn([1, 2], [3, 4]), turn([1, 2, 9, 5], [7]), turn([1], [])], -1);
+    expect(seqs.map((s) => s.token_ids)).toEqual([
+      [1, 2, 3, 4],
+      [1, 2, 9, 5, 7],
+    ]);
+  });
+});
+
+describe('interleaveBy', () => {
+  it('takes each kind in turn, keeping the order within a kind', () => {
+    const items = ['d1', 'd2', 'd3', 'w1', 'd4', 's1', 'w2'];
+    expect(interleaveBy(items, (x) => x[0])).toEqual(['d1', 'w1', 's1', 'd2', 'w2', 'd3', 'd4']);
   });
 });

@@ -34,6 +34,7 @@ class Adapters:
         self.trained: dict[str, int] = {}  # trainable adapter → latest checkpointed step
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.loaded: set[str] = set()  # read-only adapters (checkpoints, vLLM-style loads)
+        self.revisions: dict[str, int] = {}  # bumped whenever an adapter's weights change (prefix caches key on it)
         self.lock = threading.RLock()  # one user of the weights at a time: a sampling batch or a train step
 
     # --- lookup -----------------------------------------------------------------------------------------
@@ -59,6 +60,12 @@ class Adapters:
                 raise AdapterError(f"model: adapter '{name}' has no checkpoint step-{step}")
             self._load(alias, checkpoints.adapter_weights_path(self.root, name, step))
         return alias
+
+    def revision(self, name: str | None) -> int:
+        return 0 if name is None else self.revisions.get(name, 0)
+
+    def changed(self, name: str) -> None:
+        self.revisions[name] = self.revisions.get(name, 0) + 1
 
     # --- trainable adapters -----------------------------------------------------------------------------
     def create(self, name: str, settings: LoraSettings) -> None:
@@ -129,6 +136,7 @@ class Adapters:
         return {"weights": weights, "optimizer": copy.deepcopy(self.optimizers[name].state_dict())}
 
     def restore_snapshot(self, name: str, snapshot: dict) -> None:
+        self.changed(name)
         with torch.no_grad():
             for n, p in self.peft.named_parameters():
                 if n in snapshot["weights"]:
@@ -155,10 +163,12 @@ class Adapters:
         with self.lock:
             self.peft.delete_adapter(name)
             self.loaded.discard(name)
+            self.changed(name)
 
     # --- internals ----------------------------------------------------------------------------------------
     def _load(self, name: str, path: Path, trainable: bool = False) -> None:
         with self.lock:
+            self.changed(name)
             if self.peft is None:
                 self.peft = PeftModel.from_pretrained(self.base.model, path, adapter_name=name, is_trainable=trainable)
             else:

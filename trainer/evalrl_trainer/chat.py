@@ -1,9 +1,10 @@
 """Chat messages (OpenAI format) → prompt token ids, through the model's own chat template."""
 import json
 
+# In words, not as a template to fill in: small models copy a template's placeholders literally.
 TOOL_INSTRUCTIONS = (
-    "You can call these tools. To call one, reply with exactly\n"
-    '<tool_call>{{"name": "<tool name>", "arguments": {{...}}}}</tool_call>\n'
+    "You can call these tools. To call one, reply with <tool_call>, then a JSON object with the tool's "
+    'name as "name" and its parameters as "arguments", then </tool_call>.\n'
     "Tools:\n{tools}"
 )
 
@@ -61,9 +62,10 @@ def render_prompt(tokenizer, messages: list[dict], tools: list[dict] | None, add
         with_tools = tokenizer.apply_chat_template(msgs, tools=tools, add_generation_prompt=True, tokenize=False)
         without = tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
         if with_tools == without:
+            # The listing goes first: prompts that share it share a cacheable prefix (prefix_cache.py).
             system = TOOL_INSTRUCTIONS.format(tools=tool_listing(tools))
             if msgs and msgs[0]["role"] == "system":
-                msgs[0] = {"role": "system", "content": msgs[0]["content"] + "\n\n" + system}
+                msgs[0] = {"role": "system", "content": system + "\n\n" + msgs[0]["content"]}
             else:
                 msgs.insert(0, {"role": "system", "content": system})
             tools = None

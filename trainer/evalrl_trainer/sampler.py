@@ -1,4 +1,5 @@
-"""The sampling engine: requests queue up; one thread decodes them in batches with a KV cache.
+"""The sampling engine: requests queue up; one thread decodes them in batches with a KV cache, each prompt
+prefilled alone from its longest cached prefix (prefix_cache.py).
 
 Throughput mode batches whatever is waiting (up to max_batch), also across adapters (PEFT mixed-adapter
 batches). Deterministic mode decodes one request at a time, so a seeded sample depends only on its adapter,
@@ -15,9 +16,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
+import torch.nn.functional as F
 from transformers import DynamicCache
 
 from .adapters import Adapters
+from .prefix_cache import Layers, PrefixCache
 
 Mode = Literal["throughput", "deterministic"]
 
@@ -43,10 +46,15 @@ class Sample:
 
 
 class Sampler:
-    def __init__(self, adapters: Adapters, mode: Mode = "throughput", max_batch: int = 8, gather_ms: float = 5.0):
+    def __init__(
+        self, adapters: Adapters, mode: Mode = "throughput", max_batch: int = 8, gather_ms: float = 5.0, prefix_cache_mb: int = 256
+    ):
         self.adapters = adapters
         self.mode = mode
         self.max_batch = 1 if mode == "deterministic" else max_batch
+        # Deterministic mode recomputes every prompt: a cached prefix can differ in the last bits from a
+        # recomputed one, and a seeded sample must depend only on its adapter, prompt and seed.
+        self.cache = PrefixCache(0 if mode == "deterministic" else prefix_cache_mb << 20)
         self.gather_s = gather_ms / 1000
         self.tokenizer = adapters.base.tokenizer
         self.eos_ids = self._eos_ids()
@@ -83,27 +91,53 @@ class Sampler:
     @torch.no_grad()
     def decode(self, requests: list[SampleRequest]) -> list[Sample]:
         device = self.adapters.base.device
-        B = len(requests)
-        longest = max(len(r.prompt_ids) for r in requests)
-        ids = torch.full((B, longest), self.pad_id, dtype=torch.long)
-        attn = torch.zeros((B, longest), dtype=torch.long)
-        for i, r in enumerate(requests):  # left padding: every row's next token is at the same column
-            ids[i, longest - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
-            attn[i, longest - len(r.prompt_ids):] = 1
-        ids, attn = ids.to(device), attn.to(device)
+        prefilled = [self._prefill(r, device) for r in requests]
         with self._adapters_for([r.adapter for r in requests]) as (model, extra):
-            return self._decode(requests, model, extra, ids, attn, device)
+            return self._decode(requests, prefilled, model, extra, device)
 
-    def _decode(self, requests, model, extra, ids, attn, device) -> list[Sample]:
-        B = len(requests)
-        positions = (attn.cumsum(-1) - 1).clamp(min=0)
-        generators = [self._generator(r.seed, device) for r in requests]
+    def _owner(self, r: SampleRequest) -> tuple:
+        return r.adapter, self.adapters.revision(r.adapter)
+
+    def _prefill(self, r: SampleRequest, device) -> tuple[torch.Tensor, Layers]:
+        """One request's prompt through the model from its longest cached prefix (each alone: no padding, no
+        T × T mask). Returns its last position's logits (the only ones sampling needs) and its keys/values."""
+        cached, layers = self.cache.lookup(self._owner(r), r.prompt_ids)
         cache = DynamicCache()
+        for layer, (k, v) in enumerate(layers or []):
+            cache.update(k, v, layer)
+        ids = torch.tensor([r.prompt_ids[cached:]], device=device)
+        positions = torch.arange(cached, len(r.prompt_ids), device=device)[None]
+        with self._adapters_for([r.adapter]) as (model, extra):
+            out = model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1, **extra)
+        self.cache.count(cached, len(r.prompt_ids) - cached)
+        return out.logits[0, -1], [(layer.keys, layer.values) for layer in cache.layers]
+
+    def _decode(self, requests, prefilled, model, extra, device) -> list[Sample]:
+        """Decodes the batch together: each request's keys/values left-padded to the longest prompt, so every
+        row's next token is at the same column."""
+        B = len(requests)
+        lengths = [len(r.prompt_ids) for r in requests]
+        longest = max(lengths)
+        cache = DynamicCache()
+        logits = torch.stack([p[0] for p in prefilled])
+        per_request = [p[1] for p in prefilled]
+        prefilled.clear()  # from here on only the batched copy is kept
+        for layer in range(len(per_request[0])):
+            pad = lambda t, n: F.pad(t, (0, 0, longest - n, 0))  # noqa: E731  (left, on the sequence dimension)
+            keys = torch.cat([pad(kv[layer][0], n) for kv, n in zip(per_request, lengths)])
+            values = torch.cat([pad(kv[layer][1], n) for kv, n in zip(per_request, lengths)])
+            for kv in per_request:
+                kv[layer] = None  # type: ignore[call-overload]
+            cache.update(keys, values, layer)
+        del per_request
+        attn = torch.zeros((B, longest), dtype=torch.long, device=device)
+        for i, n in enumerate(lengths):
+            attn[i, longest - n:] = 1
+        positions = torch.tensor(lengths, device=device)[:, None] - 1
+        generators = [self._generator(r.seed, device) for r in requests]
         out_ids: list[list[int]] = [[] for _ in requests]
         out_lp: list[list[float]] = [[] for _ in requests]
         finish: list[str | None] = [None] * B
-        # Prefill: the output layer only at the last position (the one sampling needs), not vocab × prompt.
-        logits = model(input_ids=ids, attention_mask=attn, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1, **extra).logits[:, -1]
         for step in range(max(r.max_tokens for r in requests)):
             logp_BV = torch.log_softmax(logits.float(), dim=-1)
             next_ids = torch.full((B, 1), self.pad_id, dtype=torch.long, device=device)
@@ -121,8 +155,14 @@ class Sampler:
             if all(f is not None for f in finish):
                 break
             attn = torch.cat([attn, torch.ones((B, 1), dtype=attn.dtype, device=device)], dim=1)
-            positions = positions[:, -1:] + 1
+            positions = positions + 1
             logits = model(input_ids=next_ids, attention_mask=attn, position_ids=positions, past_key_values=cache, use_cache=True, **extra).logits[:, -1]
+        for i, r in enumerate(requests):
+            # What row i's keys/values hold: its prompt and every sampled token fed back while it was unfinished.
+            fed = max(0, len(out_ids[i]) - 1)
+            keep = slice(longest - lengths[i], longest + fed)
+            layers = [(layer.keys[i : i + 1, :, keep].clone(), layer.values[i : i + 1, :, keep].clone()) for layer in cache.layers]
+            self.cache.store(self._owner(r), r.prompt_ids + out_ids[i][:fed], layers)
         return [self._finish(r, out_ids[i], out_lp[i], finish[i] or "length") for i, r in enumerate(requests)]
 
     # --- helpers ------------------------------------------------------------------------------------------

@@ -174,7 +174,9 @@ def create_app(
 
     @app.get("/health")
     def health():
-        return {"ok": True, "mode": sampler.mode, "device": str(base.device), "adapters": adapters.trained}
+        cache = sampler.cache
+        return {"ok": True, "mode": sampler.mode, "device": str(base.device), "adapters": adapters.trained,
+                "prefix_cache": {"entries": len(cache.entries), "mb": round(cache.used / 2**20, 1), "hit_tokens": cache.hits, "computed_tokens": cache.misses}}  # fmt: skip
 
     @app.get("/v1/models")
     def models():
@@ -336,6 +338,8 @@ def main(argv: list[str] | None = None):
     parser.add_argument("--micro-batch-tokens", type=int, default=None,
                         help="padded tokens per training micro-batch: bounds training memory (default: 1024 on CPU, 16384 on GPU)")  # fmt: skip
     parser.add_argument("--max-request-mb", type=int, default=256, help="largest request body accepted")
+    parser.add_argument("--prefix-cache-mb", type=int, default=None,
+                        help="keys/values of recent prompts kept for reuse (default: 256 on CPU, 8192 on GPU; 0: off)")  # fmt: skip
     args = parser.parse_args(argv)
     token = os.environ.get("EVALRL_MODEL_SERVER_TOKEN") or None
     if not is_loopback(args.host) and not token:
@@ -354,7 +358,8 @@ def main(argv: list[str] | None = None):
     adapters = Adapters(base, root, seed=args.seed)
     resumed = adapters.resume_all()
     mode: Mode = args.mode
-    sampler = Sampler(adapters, mode=mode, max_batch=args.max_batch)
+    prefix_cache_mb = args.prefix_cache_mb if args.prefix_cache_mb is not None else (8192 if base.device.type == "cuda" else 256)
+    sampler = Sampler(adapters, mode=mode, max_batch=args.max_batch, prefix_cache_mb=prefix_cache_mb)
     tokens_per_micro_batch = args.micro_batch_tokens or (16384 if base.device.type == "cuda" else 1024)
     trainer = Trainer(adapters, args.keep_checkpoints, tokens_per_micro_batch)
     app = create_app(adapters, sampler, trainer, token, Limits(request_bytes=args.max_request_mb << 20))

@@ -84,6 +84,7 @@ class Trainer:
                     self.adapters.restore_snapshot(adapter, before)
                     raise
                 self.adapters.trained[adapter] = step
+                self.adapters.changed(adapter)
                 keep_last = self.keep if keep is None else keep  # the run's retention, else the server's
                 if keep_last:
                     checkpoints.prune(self.adapters.root, adapter, keep_last)

@@ -25,6 +25,6 @@ def test_a_template_that_ignores_tools_gets_the_listing_even_when_the_prompt_nam
     messages = [{"role": "system", "content": "Use search_emails to answer."}, {"role": "user", "content": "hi"}]
     text = tokenizer.decode(render_prompt(tokenizer, messages, TOOLS))
     assert "<tool_call>" in text and "- read_email(message_id: string)" in text
-    assert text.index("Use search_emails") < text.index("- search_emails(")  # appended to the system message
+    assert text.index("- search_emails(") < text.index("Use search_emails")  # before the system message's own text
     plain = tokenizer.decode(render_prompt(tokenizer, messages, None))
     assert "<tool_call>" not in plain

@@ -54,3 +54,39 @@ def test_seeded_samples_repeat_and_differ_by_seed(tiny_base, tmp_path):
     c = sampler.submit(request(tok, "hello", 2, max_tokens=16)).result()
     assert a.token_ids == b.token_ids
     assert a.token_ids != c.token_ids
+
+
+def test_a_cached_prefix_gives_the_same_next_token_distribution_and_is_reused(tiny_base, tmp_path):
+    """Turn t + 1 resends turn t's prompt and reply: its prefill starts where the cache ends."""
+    import torch
+
+    from evalrl_trainer.adapters import Adapters
+    from evalrl_trainer.sampler import SampleRequest, Sampler
+
+    sampler = Sampler(Adapters(tiny_base, tmp_path), mode="throughput", prefix_cache_mb=64)
+    first = SampleRequest(list(range(10, 60)), None, max_tokens=5, temperature=0, seed=1)
+    sample = sampler.decode([first])[0]
+    assert sampler.cache.misses == 50 and sampler.cache.hits == 0
+    follow = first.prompt_ids + sample.token_ids + list(range(200, 230))
+    cached_logits, _ = sampler._prefill(SampleRequest(follow, None, max_tokens=1), tiny_base.device)
+    assert sampler.cache.hits == 50 + len(sample.token_ids) - 1  # the prompt and the sampled tokens fed back
+    plain = Sampler(Adapters(tiny_base, tmp_path / "plain"), mode="deterministic")
+    plain_logits, _ = plain._prefill(SampleRequest(follow, None, max_tokens=1), tiny_base.device)
+    assert plain.cache.hits == 0
+    assert torch.allclose(cached_logits, plain_logits, atol=1e-4)
+
+
+def test_a_trained_adapter_never_reuses_keys_from_before_its_step(tiny_base, tmp_path):
+    from evalrl_trainer.adapters import Adapters
+    from evalrl_trainer.lora import LoraSettings
+    from evalrl_trainer.sampler import SampleRequest, Sampler
+
+    adapters = Adapters(tiny_base, tmp_path)
+    adapters.create("policy", LoraSettings(rank=4, alpha=8))
+    sampler = Sampler(adapters, mode="throughput", prefix_cache_mb=64)
+    request = SampleRequest(list(range(10, 40)), "policy", max_tokens=2, temperature=0)
+    sampler.decode([request])
+    adapters.changed("policy")  # what a train step does
+    hits = sampler.cache.hits
+    sampler.decode([request])
+    assert sampler.cache.hits == hits

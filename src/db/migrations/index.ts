@@ -5,6 +5,7 @@ import { trajectories } from './004_trajectories';
 import { judgements } from './005_judgements';
 import { stepMetrics } from './006_step_metrics';
 import { runs } from './007_runs';
+import { searchParts } from './008_search_parts';
 
 export interface Migration {
   version: number;
@@ -21,4 +22,5 @@ export const MIGRATIONS: Migration[] = [
   judgements,
   stepMetrics,
   runs,
+  searchParts,
 ];
