@@ -63,7 +63,10 @@ export async function watchRun(config: Config, runId: string, intervalMs = 2000)
           bar.update(st.step, payload);
         }
       } else {
-        const line = [head, ...stages.map(({ stage, st }) => `${stage} ${st.step}/${st.totalSteps} ${st.phase}`)].join(' | ');
+        const line = [
+          head,
+          ...stages.map(({ stage, st }) => `${stage} ${st.step}/${st.totalSteps} ${st.phase}`),
+        ].join(' | ');
         const time = new Date().toISOString().slice(11, 19);
         if (line !== lastLine) console.log(`${time} ${line}`);
         for (const flag of flags.filter((f) => !shown.has(f))) console.log(`${time}   ! ${flag}`);

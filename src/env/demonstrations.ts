@@ -32,7 +32,8 @@ const words = (text: string) => [
       .filter((w) => /^[a-z0-9][a-z0-9'&.-]{1,}$/.test(w) && !STOP.has(w)),
   ),
 ];
-const nextDay = (day: string) => new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000).toISOString().slice(0, 10);
+const nextDay = (day: string) =>
+  new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000).toISOString().slice(0, 10);
 
 /**
  * Searches an agent could make from the question alone, most specific first: the words of the subject it
@@ -40,15 +41,20 @@ const nextDay = (day: string) => new Date(Date.parse(`${day}T00:00:00Z`) + 86_40
  */
 export function searchCandidates(question: string, gold: { subject: string; body: string }): SearchArgs[] {
   const inGold = new Set(words(`${gold.subject} ${gold.body}`));
-  const quoted = [...question.matchAll(/"([^"]{2,200})"/g)].flatMap((m) => [words(m[1]).filter((w) => inGold.has(w))]);
+  const quoted = [...question.matchAll(/"([^"]{2,200})"/g)].flatMap((m) => [
+    words(m[1]).filter((w) => inGold.has(w)),
+  ]);
   const loose = words(question.replace(/"[^"]*"/g, ' ').replace(/\S+@\S+/g, ' ')).filter(
     (w) => inGold.has(w) && !/^\d{4}-\d{2}-\d{2}$/.test(w),
   );
   const [day] = datesIn(question);
   const candidates: SearchArgs[] = [];
-  for (const k of [...quoted, loose]) for (const n of [3, 2, 1]) if (k.length >= n) candidates.push({ keywords: k.slice(0, n) });
+  for (const k of [...quoted, loose])
+    for (const n of [3, 2, 1]) if (k.length >= n) candidates.push({ keywords: k.slice(0, n) });
   for (const from of addressesIn(question))
-    candidates.push(day ? { keywords: [], from, sent_after: day, sent_before: nextDay(day) } : { keywords: [], from });
+    candidates.push(
+      day ? { keywords: [], from, sent_after: day, sent_before: nextDay(day) } : { keywords: [], from },
+    );
   return candidates;
 }
 
@@ -124,11 +130,17 @@ export async function judgeDemonstration(
     facts: trajectory.facts,
   };
   // One reply loads the skill and runs its verifiers (parallel calls), the next gives the verdict.
-  const verifierCalls = skill.verifiers.map((name, i) => toolCall(`judge_${i + 2}`, 'run_verifier', { name }));
+  const verifierCalls = skill.verifiers.map((name, i) =>
+    toolCall(`judge_${i + 2}`, 'run_verifier', { name }),
+  );
   const messages: ChatMessage[] = [
     { role: 'system', content: judgeSystemPrompt(skillsFor(skills, settings.reference), 'skill') },
     { role: 'user', content: episodeSummary(input, settings.reference) },
-    { role: 'assistant', content: null, tool_calls: [toolCall('judge_1', 'load_skill', { name: skill.name }), ...verifierCalls] },
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [toolCall('judge_1', 'load_skill', { name: skill.name }), ...verifierCalls],
+    },
     { role: 'tool', tool_call_id: 'judge_1', content: skillText(skill) },
   ];
   const evidence: VerifierResult[] = [];

@@ -4,7 +4,11 @@ import type { ToolSpec } from './agentLoop';
 
 export const finalAnswerSchema = z.object({
   answer: z.string().max(2000).describe('the answer, or "I don\'t know"'),
-  sources: z.array(z.string().max(998)).max(20).default([]).describe('ids of the emails the answer comes from'),
+  sources: z
+    .array(z.string().max(998))
+    .max(20)
+    .default([])
+    .describe('ids of the emails the answer comes from'),
 });
 
 /**
@@ -104,7 +108,12 @@ export async function runEmailTool(
     const search = parsed.data as z.infer<typeof searchArgsSchema>;
     const hits = await mailbox.search(scope, { ...search, limit: Math.min(search.limit, limits.searchHits) });
     const content = hits.length
-      ? hits.map((h) => `${handles.handle(h.message_id)} | ${h.date.slice(0, 10)} | ${h.from} | ${h.subject} | ${h.snippet}`).join('\n')
+      ? hits
+          .map(
+            (h) =>
+              `${handles.handle(h.message_id)} | ${h.date.slice(0, 10)} | ${h.from} | ${h.subject} | ${h.snippet}`,
+          )
+          .join('\n')
       : 'No email matches every keyword.';
     return { kind: 'result', content, searchedIds: hits.map((h) => h.message_id) };
   }
@@ -113,7 +122,9 @@ export async function runEmailTool(
   if (!email)
     return { kind: 'result', content: `Error: no email with id ${message_id.slice(0, 200)} in this inbox.` };
   const body =
-    email.body.length > limits.bodyChars ? `${email.body.slice(0, limits.bodyChars)}\n[truncated]` : email.body;
+    email.body.length > limits.bodyChars
+      ? `${email.body.slice(0, limits.bodyChars)}\n[truncated]`
+      : email.body;
   const content = [
     `id: ${handles.handle(email.message_id)}`,
     `from: ${email.from}`,

@@ -14,7 +14,15 @@ import { candidateStage, type EpisodeKey, type StoredEpisode } from '../store/ep
 import type { QuestionContext } from '../store/questions';
 import type { AgentTemplate } from './emailAgent';
 import { policyDemonstration } from './demonstrations';
-import { DataError, episodeOnce, episodeWithQuestion, labelOnce, questionOf, sampleSeed, type EnvDeps } from './episodes';
+import {
+  DataError,
+  episodeOnce,
+  episodeWithQuestion,
+  labelOnce,
+  questionOf,
+  sampleSeed,
+  type EnvDeps,
+} from './episodes';
 import type { Trajectory } from './trajectory';
 
 export interface CandidatesInput {
@@ -51,12 +59,22 @@ export async function prepareCandidates(deps: EnvDeps, input: CandidatesInput, h
   const limit = pLimit(CONCURRENCY);
   /** Labels a stored candidate and, when it is correct, adds its corrupted copy. */
   const labelAndCorrupt = async (q: QuestionContext, key: EpisodeKey, episode: StoredEpisode) => {
-    const label = await labelOnce(deps, await episodeWithQuestion(deps, episode.id), input.weights, input.agent.maxTurns);
+    const label = await labelOnce(
+      deps,
+      await episodeWithQuestion(deps, episode.id),
+      input.weights,
+      input.agent.maxTurns,
+    );
     if (!input.corrupt || !label.correct) return;
     const wrong = await corrupted(deps.store.mailbox, q, episode.trajectory);
     if (!wrong) return;
     const reward = deterministicReward(wrong.facts, q.gold, input.agent.maxTurns, input.weights);
-    const copy = await deps.store.episodes.storeEpisode({ ...key, sample: CORRUPTED + key.sample }, q.id, wrong, reward);
+    const copy = await deps.store.episodes.storeEpisode(
+      { ...key, sample: CORRUPTED + key.sample },
+      q.id,
+      wrong,
+      reward,
+    );
     await labelOnce(deps, await episodeWithQuestion(deps, copy.id), input.weights, input.agent.maxTurns);
   };
   const sampled = questions.flatMap((taskId) =>
@@ -79,12 +97,19 @@ export async function prepareCandidates(deps: EnvDeps, input: CandidatesInput, h
       const demo = await policyDemonstration(deps.store.mailbox, q, { ...input.agent, model: 'script' });
       if (!demo) return;
       const reward = deterministicReward(demo.trajectory.facts, q.gold, input.agent.maxTurns, input.weights);
-      await labelAndCorrupt(q, key, await deps.store.episodes.storeEpisode(key, q.id, demo.trajectory, reward));
+      await labelAndCorrupt(
+        q,
+        key,
+        await deps.store.episodes.storeEpisode(key, q.id, demo.trajectory, reward),
+      );
     }),
   );
   await Promise.all([...sampled, ...scripted]);
   const all = await deps.store.episodes.candidates(input.runId, input.split);
-  const counts = { correct: all.filter((c) => c.correct).length, incorrect: all.filter((c) => !c.correct).length };
+  const counts = {
+    correct: all.filter((c) => c.correct).length,
+    incorrect: all.filter((c) => !c.correct).length,
+  };
   if (input.balance && (counts.correct === 0 || counts.incorrect === 0))
     throw new DataError(
       `rewardModelData: the ${input.split} episodes are all ${counts.correct ? 'correct' : 'incorrect'} (${all.length}): nothing to balance; ` +

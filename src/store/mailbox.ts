@@ -28,7 +28,9 @@ export async function searchEmails(db: Db, scope: MailboxScope, input: SearchArg
   const tsquery =
     keywords.length === 0
       ? `''::tsquery`
-      : keywords.map((k) => `plainto_tsquery('english', evalrl_search_text($${params.push(k)}))`).join(' && ');
+      : keywords
+          .map((k) => `plainto_tsquery('english', evalrl_search_text($${params.push(k)}))`)
+          .join(' && ');
   const { rows } = await db.query<SearchHit & { date: Date }>(
     `WITH q AS (SELECT ${tsquery} AS query),
      top AS (

@@ -91,7 +91,14 @@ describe('email tools inside an episode scope', () => {
     expect(search.kind).toBe('result');
     const ids = search.kind === 'result' ? search.searchedIds! : [];
     expect(ids.length).toBeGreaterThan(0);
-    const read = await runEmailTool(mailbox, scope(), 'read_email', { message_id: ids[0] }, LIMITS, new MessageHandles());
+    const read = await runEmailTool(
+      mailbox,
+      scope(),
+      'read_email',
+      { message_id: ids[0] },
+      LIMITS,
+      new MessageHandles(),
+    );
     expect(read).toMatchObject({ kind: 'result', readId: ids[0] });
     const other = await runEmailTool(
       mailbox,
@@ -115,33 +122,71 @@ describe('email tools inside an episode scope', () => {
   });
   it('show messages under short episode handles, and resolve them back to real ids', async () => {
     const handles = new MessageHandles();
-    const search = await runEmailTool(mailbox, scope(), 'search_emails', { keywords: ['lease'] }, LIMITS, handles);
+    const search = await runEmailTool(
+      mailbox,
+      scope(),
+      'search_emails',
+      { keywords: ['lease'] },
+      LIMITS,
+      handles,
+    );
     const shown = search.kind === 'result' ? search.content : '';
     expect(shown).toMatch(/^m1 \| \d{4}-\d{2}-\d{2} \| \S+@\S+ \| /);
     expect(shown).not.toMatch(/JavaMail/); // the real ids stay out of what the model reads
     const read = await runEmailTool(mailbox, scope(), 'read_email', { message_id: 'm1' }, LIMITS, handles);
-    expect(read).toMatchObject({ kind: 'result', readId: search.kind === 'result' && search.searchedIds![0] });
+    expect(read).toMatchObject({
+      kind: 'result',
+      readId: search.kind === 'result' && search.searchedIds![0],
+    });
     expect(read.kind === 'result' && read.content).toMatch(/^id: m1\nfrom: \S+@\S+\nto: /);
-    const final = await runEmailTool(mailbox, scope(), 'return_final_answer', { answer: 'x', sources: ['m1', '<made@up>'] }, LIMITS, handles);
-    expect(final).toMatchObject({ kind: 'final', sources: [search.kind === 'result' && search.searchedIds![0], '<made@up>'] });
+    const final = await runEmailTool(
+      mailbox,
+      scope(),
+      'return_final_answer',
+      { answer: 'x', sources: ['m1', '<made@up>'] },
+      LIMITS,
+      handles,
+    );
+    expect(final).toMatchObject({
+      kind: 'final',
+      sources: [search.kind === 'result' && search.searchedIds![0], '<made@up>'],
+    });
   });
   it('classify unknown tools and bad arguments as errors for the model', async () => {
-    expect(await runEmailTool(mailbox, scope(), 'delete_everything', {}, LIMITS, new MessageHandles())).toMatchObject({
+    expect(
+      await runEmailTool(mailbox, scope(), 'delete_everything', {}, LIMITS, new MessageHandles()),
+    ).toMatchObject({
       kind: 'unknown_tool',
     });
     expect(
-      await runEmailTool(mailbox, scope(), 'search_emails', { keywords: 'lease' }, LIMITS, new MessageHandles()),
+      await runEmailTool(
+        mailbox,
+        scope(),
+        'search_emails',
+        { keywords: 'lease' },
+        LIMITS,
+        new MessageHandles(),
+      ),
     ).toMatchObject({
       kind: 'bad_arguments',
       content: expect.stringMatching(/keywords/),
     });
     expect(
-      await runEmailTool(mailbox, scope(), 'return_final_answer', { answer: 'x', sources: ['<1>'] }, LIMITS, new MessageHandles()),
+      await runEmailTool(
+        mailbox,
+        scope(),
+        'return_final_answer',
+        { answer: 'x', sources: ['<1>'] },
+        LIMITS,
+        new MessageHandles(),
+      ),
     ).toEqual({ kind: 'final', answer: 'x', sources: ['<1>'] });
   });
   it('hostile calls are tool errors: prototype names, NUL characters, over-long fields', async () => {
     for (const name of ['constructor', 'toString', '__proto__', 'hasOwnProperty'])
-      expect(await runEmailTool(mailbox, scope(), name, {}, LIMITS, new MessageHandles())).toMatchObject({ kind: 'unknown_tool' });
+      expect(await runEmailTool(mailbox, scope(), name, {}, LIMITS, new MessageHandles())).toMatchObject({
+        kind: 'unknown_tool',
+      });
     expect(
       await runEmailTool(
         mailbox,
@@ -153,13 +198,27 @@ describe('email tools inside an episode scope', () => {
       ),
     ).toMatchObject({ kind: 'result' });
     expect(
-      await runEmailTool(mailbox, scope(), 'read_email', { message_id: '<1\u0000@x>' }, LIMITS, new MessageHandles()),
+      await runEmailTool(
+        mailbox,
+        scope(),
+        'read_email',
+        { message_id: '<1\u0000@x>' },
+        LIMITS,
+        new MessageHandles(),
+      ),
     ).toMatchObject({
       kind: 'result',
       content: expect.stringMatching(/no email/),
     });
     expect(
-      await runEmailTool(mailbox, scope(), 'return_final_answer', { answer: 'x'.repeat(3000) }, LIMITS, new MessageHandles()),
+      await runEmailTool(
+        mailbox,
+        scope(),
+        'return_final_answer',
+        { answer: 'x'.repeat(3000) },
+        LIMITS,
+        new MessageHandles(),
+      ),
     ).toMatchObject({
       kind: 'bad_arguments',
     });

@@ -27,7 +27,11 @@ describe('reward-model data', () => {
     expect(wrongAnswer('2000-12-14', [], [])).toBe('2000-12-17');
     expect(wrongAnswer('December 14, 2000', [], [])).toBe('2000-12-17');
     expect(wrongAnswer('$1,500', [], [])).toBe('$15,000');
-    const subject = wrongAnswer('Lease data', [], ['m1 | 2001-01-02 | a@b.com | Lease data | …\nm2 | 2001-01-03 | x@y.com | Gas tariff filing | …']);
+    const subject = wrongAnswer(
+      'Lease data',
+      [],
+      ['m1 | 2001-01-02 | a@b.com | Lease data | …\nm2 | 2001-01-03 | x@y.com | Gas tariff filing | …'],
+    );
     expect(subject).toBe('Gas tariff filing');
     for (const [answer, wrong] of [
       ['phillip.allen@enron.com', sender],
