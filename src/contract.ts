@@ -91,7 +91,8 @@ export interface StageStatus {
   stage: StageName;
   step: number;
   totalSteps: number;
-  phase: StepPhase | 'evaluating' | 'paused' | 'cancelled' | 'done';
+  /** `unknown`: read from the run's stored record because no worker answered (see src/runs/storedStatus.ts). */
+  phase: StepPhase | 'evaluating' | 'paused' | 'cancelled' | 'done' | 'unknown';
   paused: boolean;
   hyperparameters: Hyperparameters;
   latest: Record<string, number> | null;

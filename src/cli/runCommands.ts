@@ -2,13 +2,30 @@ import type { Command } from 'commander';
 import { loadConfig } from '../config';
 import { createPool } from '../db/pool';
 import { healthFlags } from '../runs/health';
-import { createStore } from '../store';
-import { RunClient } from '../runs/runClient';
+import { createStore, type Store } from '../store';
+import { NoWorkerAnswered, RunClient } from '../runs/runClient';
+import { storedRunStatus } from '../runs/storedStatus';
 import { loadRunSpec } from '../runSpec';
 import { print } from './output';
 import { parseAssignments } from '../hyperparameters';
 import { describeRun } from './runFormat';
 import { watchRun } from './watchRun';
+
+/** With no worker to answer, a running run's status is what it stored, and the user is told why. */
+async function statusFromStore(store: Store, err: unknown) {
+  if (!(err instanceof NoWorkerAnswered)) throw err;
+  const [data, spec] = await Promise.all([
+    store.runs.reportData(err.runId),
+    store.runs.storedSpec(err.runId),
+  ]);
+  if (!data || !spec) throw err;
+  return {
+    status: { ...storedRunStatus(data, spec, err.startedAt), workflowStatus: 'RUNNING' },
+    note:
+      `${err.message}: shown from what the run stored (phase and ETA unknown); ` +
+      'start one with `evalrl worker --queues workflows,cpu,rollout,judge,gpu`',
+  };
+}
 
 async function withRuns<T>(use: (runs: RunClient) => Promise<T>): Promise<T> {
   const runs = await RunClient.connect(loadConfig());
@@ -65,15 +82,21 @@ export function registerRunCommands(program: Command) {
     .option('--json', 'machine-readable output')
     .action(async (runId: string, opts: { json?: boolean }) =>
       withRuns(async (runs) => {
-        const s = await runs.status(runId);
         const pool = createPool(loadConfig(), 1);
-        const flags = healthFlags(
-          await createStore(pool)
-            .runs.stepHistory(runId)
-            .finally(() => pool.end()),
-          s.evaluations,
-        );
-        print(!!opts.json, { ...s, health: flags }, () => describeRun(s, flags));
+        try {
+          const store = createStore(pool);
+          const { status: s, note } = await runs.status(runId).then(
+            (status) => ({ status, note: null }),
+            (err: unknown) => statusFromStore(store, err),
+          );
+          const flags = healthFlags(await store.runs.stepHistory(runId), s.evaluations);
+          print(!!opts.json, { ...s, health: flags, note }, () => [
+            ...describeRun(s, flags),
+            ...(note ? [`  ${note}`] : []),
+          ]);
+        } finally {
+          await pool.end();
+        }
       }),
     );
 

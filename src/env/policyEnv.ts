@@ -1,6 +1,6 @@
 import pLimit from 'p-limit';
 import type { Env, PolicyEnvConfig } from '../grpo/env';
-import { sampleTasks } from '../grpo/sampleTasks';
+import { evaluationTasks } from '../grpo/sampleTasks';
 import { referenceFreeReward } from '../reward/deterministic';
 import { policyMetrics } from '../reward/evaluation';
 import {
@@ -79,13 +79,7 @@ export function createPolicyEnv(deps: EnvDeps): Env<PolicyEnvConfig> {
 
     /** One greedy episode per held-out question → success, "I don't know", wrong answers, turns. */
     async evaluate(config, input, hooks) {
-      const ids = sampleTasks(
-        await deps.store.questions.questionIds(input.split),
-        input.seed,
-        'eval',
-        0,
-        input.count,
-      );
+      const ids = evaluationTasks(await deps.store.questions.questionIds(input.split), input);
       const limit = pLimit(EVALUATION_CONCURRENCY);
       const rewards = await Promise.all(
         ids.map((taskId) =>

@@ -1,6 +1,6 @@
 import pLimit from 'p-limit';
 import type { Env, RewardModelEnvConfig, Split } from '../grpo/env';
-import { sampleTasks } from '../grpo/sampleTasks';
+import { evaluationTasks } from '../grpo/sampleTasks';
 import { rmMetrics } from '../reward/evaluation';
 import { DataError, episodeWithQuestion, judgementOnce, sampleSeed, type EnvDeps } from './episodes';
 import { EVALUATION_CONCURRENCY } from './policyEnv';
@@ -61,13 +61,7 @@ export function createRewardModelEnv(deps: EnvDeps): Env<RewardModelEnvConfig> {
 
     /** Greedy judgements of held-out labelled candidates → agreement, precision, recall, calibration. */
     async evaluate(config, input, hooks) {
-      const ids = sampleTasks(
-        await taskIds(config, input.runId, input.split),
-        input.seed,
-        'eval',
-        0,
-        input.count,
-      );
+      const ids = evaluationTasks(await taskIds(config, input.runId, input.split), input);
       const limit = pLimit(EVALUATION_CONCURRENCY);
       const items = await Promise.all(
         ids.map((taskId) =>

@@ -32,6 +32,11 @@ export function sampleTasks(
   ).slice(offset, offset + count);
 }
 
+/** The held-out tasks an evaluation uses: the same for every model evaluated with this seed and count. */
+export function evaluationTasks(taskIds: string[], input: { seed: number; count: number }): string[] {
+  return sampleTasks(taskIds, input.seed, 'eval', 0, input.count);
+}
+
 /**
  * The tasks of one supervised step: epochs over all tasks, each epoch in its own seeded order, `count` per
  * step, so every demonstration is seen once per epoch.

@@ -37,6 +37,19 @@ export function newRunId(spec: RunSpec): string {
   return `${spec.name}-${stamp}-${randomBytes(2).toString('hex')}`;
 }
 
+const QUERY_DEADLINE_MS = 10_000;
+
+/** A running run's query went unanswered: no worker serves its workflows queue (or none is free). */
+export class NoWorkerAnswered extends Error {
+  constructor(
+    readonly runId: string,
+    readonly startedAt: number,
+    reason: string,
+  ) {
+    super(`no worker answered run ${runId}'s query (${reason})`);
+  }
+}
+
 /** Talks to runs through Temporal: start, list, status, and the messages a running job accepts. */
 export class RunClient {
   private constructor(
@@ -147,9 +160,14 @@ export class RunClient {
   /** The run's status: queried while it runs, its result once it ended. */
   async status(runId: string): Promise<RunStatus & { workflowStatus: string }> {
     const handle = await this.handle(runId);
-    const { status } = await handle.describe();
+    const { status, startTime } = await handle.describe();
     if (status.name === 'RUNNING') {
-      const run = await handle.query(runStatusQuery);
+      // Without a worker on its queue a query waits for the server's own timeout; ten seconds is plenty.
+      const run = await this.connection
+        .withDeadline(Date.now() + QUERY_DEADLINE_MS, () => handle.query(runStatusQuery))
+        .catch((err: Error) => {
+          throw new NoWorkerAnswered(runId, startTime.getTime(), rootMessage(err));
+        });
       // The run hears from its stage once a step; the stage itself knows the phase of the step in flight.
       if (run.stageWorkflowId) {
         const live = await this.client.workflow

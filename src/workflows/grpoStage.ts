@@ -3,6 +3,7 @@ import {
   condition,
   continueAsNew,
   getExternalWorkflowHandle,
+  patched,
   setHandler,
   upsertSearchAttributes,
   workflowInfo,
@@ -25,6 +26,9 @@ import {
 import { grpoStep, type StepCalls } from '../grpo/step';
 import { parseHyperparameterChange, type HyperparameterChange } from '../hyperparameters';
 import { activityProxies } from './proxies';
+
+/** How often a stage tells its run of a step (besides pauses, continue-as-new and its end). */
+const PROGRESS_EVERY_STEPS = 10;
 
 /**
  * One training stage — a warm start (supervised) or a GRPO stage of the reward model or the policy; the same
@@ -54,7 +58,10 @@ export async function grpoStage(input: StageInput): Promise<StageStatus> {
   setHandler(setHyperparametersUpdate, change, { validator: parseHyperparameterChange });
   setHandler(hyperparametersSignal, (h) => void change(h));
   const parent = workflowInfo().parent;
-  const report = async (state: string) => {
+  // The run hears of every step in histories recorded before this patch; since, of every tenth and of every
+  // change of state: its history then holds runs of 100,000 steps (`run status` asks the stage itself).
+  const sparseProgress = patched('stage-progress-every-ten-steps');
+  const report = async (state: string, step?: number) => {
     // What `evalrl run list` filters on, and what the run's status shows.
     upsertSearchAttributes([
       { key: RUN_ID, value: input.runId },
@@ -62,7 +69,8 @@ export async function grpoStage(input: StageInput): Promise<StageStatus> {
       { key: STEP, value: status.step },
       { key: STATUS, value: state },
     ]);
-    if (parent) await getExternalWorkflowHandle(parent.workflowId).signal(stageProgressSignal, status);
+    if (!parent || (sparseProgress && step !== undefined && step % PROGRESS_EVERY_STEPS !== 0)) return;
+    await getExternalWorkflowHandle(parent.workflowId).signal(stageProgressSignal, status);
   };
 
   // A step's training goes to the host that answers first and stays there (its server holds the weights).
@@ -112,8 +120,8 @@ export async function grpoStage(input: StageInput): Promise<StageStatus> {
         }),
       );
     }
-    await report('running');
     const due = step % input.continueAsNewEverySteps === 0 || workflowInfo().continueAsNewSuggested;
+    await report('running', due || step === input.steps ? undefined : step);
     if (due && step < input.steps && !cancelled) {
       await condition(allHandlersFinished);
       // Pause and hyperparameters carry over; the rest of the state is in PostgreSQL and the checkpoints.

@@ -79,26 +79,15 @@ afterAll(async () => {
 
 describe('email tools inside an episode scope', () => {
   const scope = () => ({ inbox: 'allen-p', queryDate: new Date('2002-01-01') });
+  /** A tool call in a new episode of allen-p's inbox. */
+  const tool = (name: string, args: Record<string, unknown>) =>
+    runEmailTool(mailbox, scope(), name, args, LIMITS, new MessageHandles());
   it('search and read the inbox, and only it', async () => {
-    const search = await runEmailTool(
-      mailbox,
-      scope(),
-      'search_emails',
-      { keywords: ['lease', 'tenant'] },
-      LIMITS,
-      new MessageHandles(),
-    );
+    const search = await tool('search_emails', { keywords: ['lease', 'tenant'] });
     expect(search.kind).toBe('result');
     const ids = search.kind === 'result' ? search.searchedIds! : [];
     expect(ids.length).toBeGreaterThan(0);
-    const read = await runEmailTool(
-      mailbox,
-      scope(),
-      'read_email',
-      { message_id: ids[0] },
-      LIMITS,
-      new MessageHandles(),
-    );
+    const read = await tool('read_email', { message_id: ids[0] });
     expect(read).toMatchObject({ kind: 'result', readId: ids[0] });
     const other = await runEmailTool(
       mailbox,
@@ -153,73 +142,32 @@ describe('email tools inside an episode scope', () => {
     });
   });
   it('classify unknown tools and bad arguments as errors for the model', async () => {
-    expect(
-      await runEmailTool(mailbox, scope(), 'delete_everything', {}, LIMITS, new MessageHandles()),
-    ).toMatchObject({
+    expect(await tool('delete_everything', {})).toMatchObject({
       kind: 'unknown_tool',
     });
-    expect(
-      await runEmailTool(
-        mailbox,
-        scope(),
-        'search_emails',
-        { keywords: 'lease' },
-        LIMITS,
-        new MessageHandles(),
-      ),
-    ).toMatchObject({
+    expect(await tool('search_emails', { keywords: 'lease' })).toMatchObject({
       kind: 'bad_arguments',
       content: expect.stringMatching(/keywords/),
     });
-    expect(
-      await runEmailTool(
-        mailbox,
-        scope(),
-        'return_final_answer',
-        { answer: 'x', sources: ['<1>'] },
-        LIMITS,
-        new MessageHandles(),
-      ),
-    ).toEqual({ kind: 'final', answer: 'x', sources: ['<1>'] });
+    expect(await tool('return_final_answer', { answer: 'x', sources: ['<1>'] })).toEqual({
+      kind: 'final',
+      answer: 'x',
+      sources: ['<1>'],
+    });
   });
   it('hostile calls are tool errors: prototype names, NUL characters, over-long fields', async () => {
     for (const name of ['constructor', 'toString', '__proto__', 'hasOwnProperty'])
-      expect(await runEmailTool(mailbox, scope(), name, {}, LIMITS, new MessageHandles())).toMatchObject({
+      expect(await tool(name, {})).toMatchObject({
         kind: 'unknown_tool',
       });
-    expect(
-      await runEmailTool(
-        mailbox,
-        scope(),
-        'search_emails',
-        { keywords: ['lea\u0000se'], from: 'a\u0000b' },
-        LIMITS,
-        new MessageHandles(),
-      ),
-    ).toMatchObject({ kind: 'result' });
-    expect(
-      await runEmailTool(
-        mailbox,
-        scope(),
-        'read_email',
-        { message_id: '<1\u0000@x>' },
-        LIMITS,
-        new MessageHandles(),
-      ),
-    ).toMatchObject({
+    expect(await tool('search_emails', { keywords: ['lea\u0000se'], from: 'a\u0000b' })).toMatchObject({
+      kind: 'result',
+    });
+    expect(await tool('read_email', { message_id: '<1\u0000@x>' })).toMatchObject({
       kind: 'result',
       content: expect.stringMatching(/no email/),
     });
-    expect(
-      await runEmailTool(
-        mailbox,
-        scope(),
-        'return_final_answer',
-        { answer: 'x'.repeat(3000) },
-        LIMITS,
-        new MessageHandles(),
-      ),
-    ).toMatchObject({
+    expect(await tool('return_final_answer', { answer: 'x'.repeat(3000) })).toMatchObject({
       kind: 'bad_arguments',
     });
   });

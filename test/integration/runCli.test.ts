@@ -119,6 +119,15 @@ it('pause, resume and cancel a running run', async () => {
   await cli(['run', 'pause', runId], env);
   await until((s) => s.stages.rewardModel?.phase === 'paused');
   expect((await status()).stages.rewardModel.phase).toBe('paused');
+  // With no worker on the workflows queue, status is what the run stored, and says so.
+  const queue = WORKER_QUEUES.indexOf('workflows');
+  await stopWorker(workers[queue], 'SIGKILL');
+  const stored = JSON.parse((await cli(['run', 'status', runId, '--json'], env)).stdout);
+  expect(stored.note).toMatch(/no worker answered/);
+  expect(stored.stages.rewardModel).toMatchObject({ phase: 'unknown', totalSteps: 30 });
+  expect(stored.stages.rewardModel.step).toBeGreaterThanOrEqual(1);
+  expect((await cli(['run', 'status', runId], env)).stdout).toMatch(/shown from what the run stored/);
+  workers[queue] = spawnWorker('workflows', env);
   await cli(['run', 'resume', runId], env);
   expect((await cli(['run', 'cancel', runId], env)).stdout).toMatch(/cancel: sent/);
   const final = await cli(['run', 'watch', runId, '--interval', '0.5'], env);

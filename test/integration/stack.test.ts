@@ -1,4 +1,6 @@
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { Runtime } from '@temporalio/worker';
 import { workerLogger } from '../../src/workers/logger';
@@ -7,6 +9,7 @@ import { createPool } from '../../src/db/pool';
 import { TASK_QUEUES } from '../../src/contract';
 import { createWorkers, runWorkersUntil } from '../../src/workers/start';
 import { stackCheck } from '../../src/workflows';
+import { clusterDir } from '../../src/stack/postgres';
 import { cli, stackConfig, tempDataDir, TEST_STACK_ENV } from './testStack';
 
 jest.setTimeout(240_000);
@@ -108,6 +111,38 @@ it('refuses to start over a port taken by a server it did not start', async () =
   });
   fs.rmSync(other.EVALRL_DATA_DIR, { recursive: true, force: true });
 });
+
+// Only root runs PostgreSQL as another user, who may be shut out of the folder the clone lives in.
+(os.userInfo().uid === 0 ? it : it.skip)(
+  'keeps PostgreSQL where its server user can reach it when the data folder is in a private one',
+  async () => {
+    const closed = tempDataDir('evalrl-private-');
+    fs.chmodSync(closed, 0o700);
+    const inside = {
+      ...env,
+      EVALRL_DATA_DIR: path.join(closed, 'data'),
+      EVALRL_TEMPORAL_PORT: '47233',
+      EVALRL_TEMPORAL_UI_PORT: '48233',
+      EVALRL_PG_PORT: '45433',
+    };
+    const cluster = clusterDir(stackConfig(inside));
+    try {
+      const up = await cli(['up', '--json'], inside);
+      expect(JSON.parse(up.stdout)).toMatchObject({ temporal: 'started', postgres: 'started' });
+      expect(up.stderr).toContain(`PostgreSQL's data is in ${cluster}`);
+      expect(cluster.startsWith(closed)).toBe(false);
+      // The next command finds the same cluster and reuses its own servers.
+      expect(JSON.parse((await cli(['up', '--json'], inside)).stdout)).toMatchObject({
+        temporal: 'reused',
+        postgres: 'reused',
+      });
+    } finally {
+      await cli(['down'], inside);
+      fs.rmSync(closed, { recursive: true, force: true });
+      fs.rmSync(cluster, { recursive: true, force: true });
+    }
+  },
+);
 
 it('refuses a malformed variable before starting anything, naming it', async () => {
   await expect(cli(['up'], { ...env, EVALRL_PG_PORT: 'nope' })).rejects.toMatchObject({

@@ -2,6 +2,7 @@ import { sparkline } from '../../src/cli/runFormat';
 import { policyJudge, samplingModel, stageInput } from '../../src/grpo/stage';
 import { parseAssignments } from '../../src/hyperparameters';
 import { parseRunSpec } from '../../src/runSpec';
+import { storedRunStatus } from '../../src/runs/storedStatus';
 
 it('parses `run set` assignments by the one schema and names a bad one', () => {
   expect(parseAssignments(['learning_rate=1e-5', 'clip_high=0.3', 'loss_aggregation=dr-grpo'])).toEqual({
@@ -75,4 +76,49 @@ it('builds every stage from one spec: same loop, different environment, seed-der
       stages: { ...warm.stages, rewardModel: { ...warm.stages.rewardModel, enabled: false } },
     }),
   ).toBe('rm-warm@step-1');
+});
+
+it('tells a run status from what it stored when no worker answers', () => {
+  const stage = { steps: 3, tasksPerStep: 2, groupSize: 4 };
+  const spec = parseRunSpec({
+    name: 'x',
+    seed: 5,
+    models: { policy: { adapter: 'p' }, rewardModel: { adapter: 'rm' } },
+    stages: {
+      rewardModel: stage,
+      policy: stage,
+      policyWarmStart: { enabled: true, demonstrations: 8, epochs: 1, tasksPerStep: 4 },
+    },
+  });
+  const row = (stage: string, step: number, reward: number) => ({
+    stage,
+    step,
+    metrics: { 'reward/mean': reward },
+  });
+  const policyEval = (label: string, successRate: number) => ({
+    label,
+    kind: 'policy' as const,
+    model: label,
+    split: 'test',
+    metrics: { successRate } as never,
+  });
+  const status = storedRunStatus(
+    {
+      runId: 'r',
+      name: 'x',
+      createdAt: '',
+      steps: [row('policyWarmStart', 1, 1), row('policyWarmStart', 2, 1), row('rewardModel', 1, 0.4)],
+      evaluations: [policyEval('base', 0.1), policyEval('warm', 0.3)],
+      skills: [],
+      judgements: { total: 0, failed: 0 },
+    },
+    spec,
+    123,
+  );
+  expect(status).toMatchObject({ phase: 'rewardModel', startedAt: 123, etaSeconds: null });
+  expect(status.stages.policyWarmStart).toMatchObject({ step: 2, totalSteps: 2, phase: 'done' });
+  expect(status.stages.rewardModel).toMatchObject({ step: 1, totalSteps: 3, phase: 'unknown' });
+  expect(status.stages.rewardModel?.latest).toEqual({ 'reward/mean': 0.4 });
+  expect(status.checkpoints).toEqual({ 'p-warm': 2, rm: 1 });
+  expect(status.best?.label).toBe('warm');
 });
