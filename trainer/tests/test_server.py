@@ -30,6 +30,15 @@ def test_requests_need_the_token(server):
     assert client.get("/v1/models").json()["data"][0]["id"] == "base"
 
 
+def test_training_and_adapter_loading_need_the_token_too(server):
+    client, _, _ = server
+    wrong = {"Authorization": "Bearer wrong"}
+    step = {"adapter": "policy", "step": 1, "sequences": [sequence()]}
+    assert client.post("/train/step", json=step, headers=wrong).status_code == 401
+    assert client.post("/v1/load_lora_adapter", json={"lora_name": "x", "lora_path": "/tmp"}, headers=wrong).status_code == 401
+    assert client.post("/train/cancel", json={"adapter": "policy"}, headers=wrong).status_code == 401
+
+
 def test_chat_completion_returns_token_ids_and_logprobs(server):
     client, _, _ = server
     r = client.post("/v1/chat/completions", json={
