@@ -127,6 +127,16 @@ export interface RunStatus {
   etaSeconds: number | null;
 }
 
+/** The policy evaluation with the highest success rate (the first of equals). */
+export function bestPolicyEvaluation(evaluations: EvaluationResult[]): EvaluationResult | null {
+  return evaluations
+    .filter((e) => e.kind === 'policy')
+    .reduce<EvaluationResult | null>(
+      (b, e) => (!b || e.metrics.successRate > b.metrics.successRate ? e : b),
+      null,
+    );
+}
+
 // --- messages ----------------------------------------------------------------------------------------------
 
 export const runStatusQuery = defineQuery<RunStatus>('status');

@@ -168,7 +168,7 @@ export class RunClient {
         .catch((err: Error) => {
           throw new NoWorkerAnswered(runId, startTime.getTime(), rootMessage(err));
         });
-      // The run hears from its stage once a step; the stage itself knows the phase of the step in flight.
+      // The run hears from its stage every tenth step; the stage itself knows the step and phase in flight.
       if (run.stageWorkflowId) {
         const live = await this.client.workflow
           .getHandle(run.stageWorkflowId)

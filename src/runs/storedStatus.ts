@@ -1,5 +1,5 @@
 import type { RunStatus, StageName, StageStatus } from '../contract';
-import { STAGE_NAMES } from '../contract';
+import { bestPolicyEvaluation, STAGE_NAMES } from '../contract';
 import { stageAdapter, stageSteps } from '../grpo/stage';
 import { hyperparametersSchema } from '../hyperparameters';
 import type { RunSpec } from '../runSpec';
@@ -30,7 +30,6 @@ export function storedRunStatus(data: ReportData, spec: RunSpec, startedAt: numb
     checkpoints[stageAdapter(spec, stage)] = row.step;
   }
   const current = STAGE_NAMES.filter((s) => stages[s]).at(-1);
-  const policy = data.evaluations.filter((e) => e.kind === 'policy');
   return {
     runId: data.runId,
     name: data.name,
@@ -39,10 +38,7 @@ export function storedRunStatus(data: ReportData, spec: RunSpec, startedAt: numb
     stageWorkflowId: null,
     stages,
     evaluations: data.evaluations,
-    best: policy.reduce<RunStatus['best']>(
-      (best, e) => (best && best.metrics.successRate >= e.metrics.successRate ? best : e),
-      null,
-    ),
+    best: bestPolicyEvaluation(data.evaluations),
     checkpoints,
     blocked: null,
     startedAt,

@@ -6,6 +6,7 @@ import {
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import {
+  bestPolicyEvaluation,
   cancelSignal,
   hyperparametersSignal,
   pauseSignal,
@@ -130,12 +131,7 @@ export async function trainingRun({ runId, spec }: TrainingRunInput): Promise<Ru
     const byLabel = new Map(status.evaluations.map((e) => [e.label, e]));
     for (const e of more) byLabel.set(e.label, e);
     status.evaluations = [...byLabel.values()];
-    status.best = status.evaluations
-      .filter((e) => e.kind === 'policy')
-      .reduce<EvaluationResult | null>(
-        (b, e) => (!b || e.metrics.successRate > b.metrics.successRate ? e : b),
-        null,
-      );
+    status.best = bestPolicyEvaluation(status.evaluations);
   }
 
   /** Runs a phase; when it fails after its retries, the run is `blocked` until retry or cancel. */
