@@ -59,7 +59,9 @@ export function registerDemoCommand(program: Command) {
       const runs = await RunClient.connect(config);
       try {
         const ladder = await runs.startLadder(spec);
-        console.log(`experiment ${ladder.experimentId}: the ladder of examples/demo.yaml, two runs`);
+        console.log(
+          `experiment ${ladder.experimentId}: the ladder of ${path.relative(process.cwd(), opts.spec) || opts.spec}, two runs`,
+        );
         const result = await runWorkersUntil(
           workers,
           (async () => {

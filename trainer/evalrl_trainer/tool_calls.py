@@ -3,7 +3,9 @@ import json
 import re
 import uuid
 
-TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+# The opening tag also in the near-misses a small model writes after a short warm start (`<tool_call_en>`):
+# `<tool_call>` is five tokens for SmolLM2, and its prior for `_` after `call` outlasts a few SFT steps.
+TAGGED = re.compile(r"<tool_call\w*>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 

@@ -18,6 +18,14 @@ def test_several_tagged_calls_and_an_unterminated_last_one():
     assert json.loads(calls[1]["function"]["arguments"]) == {"x": 1}
 
 
+def test_near_miss_opening_tags_seen_from_a_warm_started_smollm2():
+    for tag in ("<tool_call_en>", "<tool_call_ref_emails>"):
+        _, calls = parse_tool_calls(f'{tag}{{"name": "search_emails", "arguments": {{"keywords": ["a"]}}}}</tool_call>')
+        assert calls[0]["function"]["name"] == "search_emails"
+    content, calls = parse_tool_calls('<tool_call_enron.com"}}</tool_call>')  # no call inside: still malformed
+    assert calls == [] and content == '<tool_call_enron.com"}}</tool_call>'
+
+
 def test_bare_and_fenced_json():
     for text in ('{"name": "read_email", "arguments": {"message_id": "<1@x>"}}',
                  '```json\n{"name": "read_email", "arguments": "{\\"message_id\\": \\"<1@x>\\"}"}\n```'):
