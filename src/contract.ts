@@ -92,7 +92,9 @@ export interface StageStatus {
   step: number;
   totalSteps: number;
   /** `unknown`: read from the run's stored record because no worker answered (see src/runs/storedStatus.ts). */
-  phase: StepPhase | 'evaluating' | 'paused' | 'cancelled' | 'done' | 'unknown';
+  phase: StepPhase | 'evaluating' | 'paused' | 'cancelled' | 'done' | 'failed' | 'unknown';
+  /** Why the stage failed (phase `failed`): its run hears it by signal, having continued as new since. */
+  error?: string;
   paused: boolean;
   hyperparameters: Hyperparameters;
   latest: Record<string, number> | null;
@@ -104,6 +106,18 @@ export interface StageStatus {
 export interface TrainingRunInput {
   runId: string;
   spec: RunSpec;
+  /** The run's state when it continued as new (absent on its first workflow run). */
+  carried?: CarriedRunState;
+  /** Continue as new once the history holds this many events (default 10,000; tests set it low). */
+  continueAsNewAfterEvents?: number;
+}
+
+export interface CarriedRunState {
+  status: RunStatus;
+  /** Phases already finished: not run again. */
+  completed: RunPhase[];
+  overrides: Partial<Record<StageName, HyperparameterChange>>;
+  paused: boolean;
 }
 
 export type RunState = 'running' | 'paused' | 'blocked' | 'cancelled' | 'done';

@@ -131,7 +131,7 @@ export async function judgeDemonstration(
   };
   // One reply loads the skill and runs its verifiers (parallel calls), the next gives the verdict.
   const verifierCalls = skill.verifiers.map((name, i) =>
-    toolCall(`judge_${i + 2}`, 'run_verifier', { name }),
+    toolCall(`judge_${i + 2}`, 'run_verifier', { verifier: name }),
   );
   const messages: ChatMessage[] = [
     { role: 'system', content: judgeSystemPrompt(skillsFor(skills, settings.reference), 'skill') },
@@ -139,24 +139,25 @@ export async function judgeDemonstration(
     {
       role: 'assistant',
       content: null,
-      tool_calls: [toolCall('judge_1', 'load_skill', { name: skill.name }), ...verifierCalls],
+      tool_calls: [toolCall('judge_1', 'load_skill', { skill: skill.name }), ...verifierCalls],
     },
     { role: 'tool', tool_call_id: 'judge_1', content: skillText(skill) },
   ];
   const evidence: VerifierResult[] = [];
   for (const c of verifierCalls) {
-    const result = await runVerifier(JSON.parse(c.function.arguments).name, ctx);
+    const result = await runVerifier(JSON.parse(c.function.arguments).verifier, ctx);
     evidence.push(result);
     messages.push({ role: 'tool', tool_call_id: c.id, content: JSON.stringify(result) });
   }
   const passed = evidence.filter((e) => e.passed).length;
+  // The reason comes first: a small model counts what it has just written out, not what it remembers.
   const verdict = {
-    score: Math.round((passed / evidence.length) * 100) / 100,
+    reason: evidence.map((e) => `${e.verifier} ${e.passed ? 'passed' : 'failed'}`).join('; '),
     satisfied_count: passed,
     total_count: evidence.length,
+    score: Math.round((passed / evidence.length) * 100) / 100,
     confidence: 0.8,
     used_resources: [],
-    reason: evidence.map((e) => `${e.verifier} ${e.passed ? 'passed' : 'failed'}`).join('; '),
   };
   const last = 'judge_verdict';
   messages.push(call(last, 'final_answer', verdict), {

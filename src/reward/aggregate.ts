@@ -4,12 +4,12 @@ import type { VerifierResult } from './verifiers';
 /** The judge's closing call (Skill-RM's final_answer contract). */
 export const verdictSchema = z
   .object({
-    score: z.number().min(0).max(1),
+    reason: z.string().min(1),
     satisfied_count: z.number().int().min(0),
     total_count: z.number().int().min(1),
+    score: z.number().min(0).max(1),
     confidence: z.number().min(0).max(1),
     used_resources: z.array(z.string()).default([]),
-    reason: z.string().min(1),
   })
   .refine((v) => v.satisfied_count <= v.total_count, {
     message: 'satisfied_count exceeds total_count',

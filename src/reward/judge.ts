@@ -51,13 +51,18 @@ const fn = (name: string, description: string, schema: z.ZodType): ToolSpec => (
 export const VERDICT_TOOL = fn('final_answer', 'Give the verdict; ends the judgement.', verdictSchema);
 export const SKILL_TOOLS: ToolSpec[] = [
   fn('list_skills', 'List the evaluation skills.', z.object({})),
-  fn('load_skill', 'Read a skill: its procedure, verifiers and resources.', z.object({ name: z.string() })),
+  fn('load_skill', 'Read a skill: its procedure, verifiers and resources.', z.object({ skill: z.string() })),
   fn(
     'read_resource',
     "Read one of a skill's resources.",
     z.object({ skill: z.string(), resource: z.string() }),
   ),
-  fn('run_verifier', 'Run a verifier on the episode; returns its evidence.', z.object({ name: z.string() })),
+  // Arguments are not called `name`: a small model copies the call's own `name` key into them.
+  fn(
+    'run_verifier',
+    'Run a verifier on the episode; returns its evidence.',
+    z.object({ verifier: z.string() }),
+  ),
   fn('read_email', 'Read an email of the inbox (evidence).', z.object({ message_id: z.string() })),
   VERDICT_TOOL,
 ];
@@ -200,8 +205,8 @@ async function skillTool(
         skills.map((k) => ({ name: k.name, description: k.description, when_to_use: k.when_to_use })),
       );
     case 'load_skill': {
-      const k = skill('name');
-      if (!k) return `Error: no skill "${str('name')}"; available: ${skills.map((x) => x.name).join(', ')}`;
+      const k = skill('skill');
+      if (!k) return `Error: no skill "${str('skill')}"; available: ${skills.map((x) => x.name).join(', ')}`;
       if (!j.skillsUsed.includes(k.name)) j.skillsUsed.push(k.name);
       return skillText(k);
     }
@@ -214,9 +219,10 @@ async function skillTool(
     }
     case 'run_verifier': {
       const available = availableVerifiers(ctx.reference !== null);
-      if (!isVerifier(str('name')) || !available.includes(str('name')))
-        return `Error: no verifier "${str('name')}"; available: ${available.join(', ')}`;
-      const result = await runVerifier(str('name'), ctx);
+      const verifier = str('verifier');
+      if (!isVerifier(verifier) || !available.includes(verifier))
+        return `Error: no verifier "${verifier}"; available: ${available.join(', ')}`;
+      const result = await runVerifier(verifier, ctx);
       j.evidence.push(result);
       return JSON.stringify(result);
     }

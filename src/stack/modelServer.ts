@@ -3,9 +3,9 @@ import path from 'node:path';
 import type { Config } from '../config';
 import { repoRoot } from '../paths';
 import {
+  claimPort,
   managedProcess,
   peakResidentGib,
-  portOpen,
   runningPid,
   startDetached,
   stopManaged,
@@ -40,13 +40,11 @@ export async function startModelServer(
   settings: ModelServerSettings,
 ): Promise<'started' | 'reused'> {
   const proc = modelServerProcess(config);
-  if (runningPid(proc) !== undefined && (await modelServerHealthy(config).catch(() => false)))
-    return 'reused';
   const url = new URL(config.modelServer.url);
-  if (await portOpen(url.hostname, Number(url.port))) {
-    throw new Error(
-      `port ${url.port} is taken by a process evalrl did not start; set EVALRL_MODEL_SERVER_URL to use it`,
-    );
+  const hint = 'set EVALRL_MODEL_SERVER_URL to use it';
+  if ((await claimPort(proc, url.hostname, Number(url.port), hint)) === 'ours') {
+    await waitUntil('model server', () => modelServerHealthy(config), 180_000, proc.logFile);
+    return 'reused';
   }
   const python = path.join(config.venv, 'bin', 'python');
   if (!fs.existsSync(python))

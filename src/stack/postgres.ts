@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { localPostgres, type Config } from '../config';
-import { managedProcess, portOpen, runningPid, startDetached, stopManaged, waitUntil } from './processes';
+import { claimPort, managedProcess, startDetached, stopManaged, waitUntil } from './processes';
 
 /** PostgreSQL refuses to run as root; under root the server runs as this unprivileged user. */
 const SERVER_USER = 'postgres';
@@ -46,12 +46,10 @@ export async function startPostgres(config: Config): Promise<'started' | 'reused
     return 'external';
   }
   const proc = postgresProcess(config);
-  if (runningPid(proc) !== undefined && (await postgresHealthy(config).catch(() => false))) return 'reused';
-  if (await portOpen('127.0.0.1', config.postgres.port)) {
-    throw new Error(
-      `port ${config.postgres.port} is taken by a process evalrl did not start; ` +
-        'set DATABASE_URL to use that server, or EVALRL_PG_PORT to pick another port',
-    );
+  const hint = 'set DATABASE_URL to use that server, or EVALRL_PG_PORT to pick another port';
+  if ((await claimPort(proc, '127.0.0.1', config.postgres.port, hint)) === 'ours') {
+    await waitUntil('PostgreSQL', () => postgresHealthy(config), 60_000, proc.logFile);
+    return 'reused';
   }
   const cluster = clusterDir(config);
   if (!fs.existsSync(path.join(cluster, 'PG_VERSION'))) await initialiseCluster(config, cluster);

@@ -87,6 +87,58 @@ export function portOpen(host: string, port: number, timeoutMs = 1000): Promise<
   });
 }
 
+/**
+ * Who holds a service's port, settled before starting it: `ours` when our pid file names a live process (it
+ * may still be starting after an interrupted `up`: the caller waits for it), `free` when nothing listens;
+ * otherwise an error that names the holder and what to do (`hint`).
+ */
+export async function claimPort(
+  proc: ManagedProcess,
+  host: string,
+  port: number,
+  hint: string,
+): Promise<'ours' | 'free'> {
+  if (runningPid(proc) !== undefined) return 'ours';
+  if (!(await portOpen(host, port))) return 'free';
+  const holder = portHolder(port);
+  const evalrls = holder?.includes('evalrl')
+    ? " It looks like evalrl's own service of another data folder: `evalrl down` with that EVALRL_DATA_DIR stops it."
+    : '';
+  throw new Error(
+    `port ${port} is taken by ${holder ?? 'a process'} that this data folder's evalrl did not start; ${hint}.${evalrls}`,
+  );
+}
+
+/** The process listening on a local TCP port, as `pid N (command line)`; null where /proc cannot tell. */
+export function portHolder(port: number): string | null {
+  const hex = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  const listening = new Set(
+    ['tcp', 'tcp6']
+      .flatMap((table) => readOr(`/proc/net/${table}`, '').split('\n').slice(1))
+      .map((line) => line.trim().split(/\s+/))
+      .filter((c) => c[1]?.endsWith(hex) && c[3] === '0A') // 0A: LISTEN
+      .map((c) => `socket:[${c[9]}]`),
+  );
+  if (listening.size === 0) return null;
+  for (const pid of fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    const fds = tryOr(() => fs.readdirSync(`/proc/${pid}/fd`), []);
+    if (fds.some((fd) => listening.has(tryOr(() => fs.readlinkSync(`/proc/${pid}/fd/${fd}`), '')))) {
+      const command = readOr(`/proc/${pid}/cmdline`, '').split('\0').join(' ').trim();
+      return `pid ${pid} (${command.slice(0, 300)})`;
+    }
+  }
+  return null;
+}
+
+function tryOr<T>(read: () => T, fallback: T): T {
+  try {
+    return read();
+  } catch {
+    return fallback;
+  }
+}
+const readOr = (file: string, fallback: string) => tryOr(() => fs.readFileSync(file, 'utf8'), fallback);
+
 /** Polls `check` until it succeeds; on timeout the error names the service and points at its log. */
 export async function waitUntil(
   what: string,

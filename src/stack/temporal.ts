@@ -5,7 +5,7 @@ import { msToTs } from '@temporalio/common/lib/time';
 import { temporal as temporalProto } from '@temporalio/proto';
 import type { Config } from '../config';
 import { SEARCH_ATTRIBUTES } from '../contract';
-import { managedProcess, portOpen, runningPid, startDetached, stopManaged, waitUntil } from './processes';
+import { claimPort, managedProcess, portOpen, startDetached, stopManaged, waitUntil } from './processes';
 
 const { IndexedValueType } = temporalProto.api.enums.v1;
 const ALREADY_EXISTS = 6; // gRPC status code
@@ -37,12 +37,17 @@ export async function startTemporal(config: Config): Promise<'started' | 'reused
     return 'external';
   }
   const proc = temporalProcess(config);
-  if (runningPid(proc) !== undefined && (await temporalHealthy(config).catch(() => false))) return 'reused';
-  if (await portOpen('127.0.0.1', config.temporal.port)) {
-    throw new Error(
-      `port ${config.temporal.port} is taken by a process evalrl did not start; ` +
-        `set TEMPORAL_ADDRESS=127.0.0.1:${config.temporal.port} to use it, or EVALRL_TEMPORAL_PORT to pick another port`,
+  const hint = `set TEMPORAL_ADDRESS=127.0.0.1:${config.temporal.port} to use it, or EVALRL_TEMPORAL_PORT to pick another port`;
+  if ((await claimPort(proc, '127.0.0.1', config.temporal.port, hint)) === 'ours') {
+    // Perhaps still starting, or started by an `up` that stopped before registering the namespace.
+    await waitUntil(
+      'Temporal dev server',
+      () => portOpen('127.0.0.1', config.temporal.port),
+      60_000,
+      proc.logFile,
     );
+    await ensureNamespace(config);
+    return 'reused';
   }
   const binary = path.join(config.venv, 'bin', 'temporal');
   if (!fs.existsSync(binary))

@@ -1,8 +1,10 @@
 import {
   allHandlersFinished,
   condition,
+  ContinueAsNew,
   continueAsNew,
   getExternalWorkflowHandle,
+  isCancellation,
   patched,
   setHandler,
   upsertSearchAttributes,
@@ -25,6 +27,7 @@ import {
 } from '../contract';
 import { grpoStep, type StepCalls } from '../grpo/step';
 import { parseHyperparameterChange, type HyperparameterChange } from '../hyperparameters';
+import { rootMessage } from '../rootMessage';
 import { activityProxies } from './proxies';
 
 /** How often a stage tells its run of a step (besides pauses, continue-as-new and its end). */
@@ -84,56 +87,70 @@ export async function grpoStage(input: StageInput): Promise<StageStatus> {
     recordAdapterVersion: cpu.recordAdapterVersion,
     recordStepMetrics: cpu.recordStepMetrics,
   };
-  let trainedSeconds = 0;
   await report('running');
-  for (let step = input.startStep; step <= input.steps; step++) {
-    if (status.paused) {
-      status.phase = 'paused';
-      await report('paused');
-      await condition(() => !status.paused || cancelled);
-      await report('running');
+  try {
+    await trainSteps();
+  } catch (err) {
+    // A run that continued as new since it started this stage hears of the failure only from this signal.
+    if (!isCancellation(err) && !(err instanceof ContinueAsNew) && patched('stage-reports-failure')) {
+      status.phase = 'failed';
+      status.error = rootMessage(err);
+      await report('failed');
     }
-    if (cancelled) break;
-    const metrics = await grpoStep(
-      calls,
-      input,
-      step,
-      status.hyperparameters,
-      (phase) => (status.phase = phase),
-    );
-    status.step = step;
-    status.latest = metrics;
-    trainedSeconds += metrics['time/step_s'];
-    status.secondsPerStep = trainedSeconds / (step - input.startStep + 1);
-    if (step % input.evaluation.everySteps === 0 || step === input.steps) {
-      status.phase = 'evaluating';
-      status.evaluations.push(
-        await rollout.evaluate({
-          runId: input.runId,
-          label: `${input.stage}:step-${step}`,
-          kind: input.evaluation.kind,
-          model: input.adapter,
-          split: input.evaluation.split,
-          count: input.evaluation.count,
-          seed: input.seed,
-          env: input.env,
-        }),
-      );
-    }
-    const due = step % input.continueAsNewEverySteps === 0 || workflowInfo().continueAsNewSuggested;
-    await report('running', due || step === input.steps ? undefined : step);
-    if (due && step < input.steps && !cancelled) {
-      await condition(allHandlersFinished);
-      // Pause and hyperparameters carry over; the rest of the state is in PostgreSQL and the checkpoints.
-      await continueAsNew<typeof grpoStage>({
-        ...input,
-        startStep: step + 1,
-        hyperparameters: status.hyperparameters,
-        startPaused: status.paused,
-      });
-    }
+    throw err;
   }
   status.phase = cancelled ? 'cancelled' : 'done';
   await report(status.phase);
   return status;
+
+  async function trainSteps() {
+    let trainedSeconds = 0;
+    for (let step = input.startStep; step <= input.steps; step++) {
+      if (status.paused) {
+        status.phase = 'paused';
+        await report('paused');
+        await condition(() => !status.paused || cancelled);
+        await report('running');
+      }
+      if (cancelled) break;
+      const metrics = await grpoStep(
+        calls,
+        input,
+        step,
+        status.hyperparameters,
+        (phase) => (status.phase = phase),
+      );
+      status.step = step;
+      status.latest = metrics;
+      trainedSeconds += metrics['time/step_s'];
+      status.secondsPerStep = trainedSeconds / (step - input.startStep + 1);
+      if (step % input.evaluation.everySteps === 0 || step === input.steps) {
+        status.phase = 'evaluating';
+        status.evaluations.push(
+          await rollout.evaluate({
+            runId: input.runId,
+            label: `${input.stage}:step-${step}`,
+            kind: input.evaluation.kind,
+            model: input.adapter,
+            split: input.evaluation.split,
+            count: input.evaluation.count,
+            seed: input.seed,
+            env: input.env,
+          }),
+        );
+      }
+      const due = step % input.continueAsNewEverySteps === 0 || workflowInfo().continueAsNewSuggested;
+      await report('running', due || step === input.steps ? undefined : step);
+      if (due && step < input.steps && !cancelled) {
+        await condition(allHandlersFinished);
+        // Pause and hyperparameters carry over; the rest of the state is in PostgreSQL and the checkpoints.
+        await continueAsNew<typeof grpoStage>({
+          ...input,
+          startStep: step + 1,
+          hyperparameters: status.hyperparameters,
+          startPaused: status.paused,
+        });
+      }
+    }
+  }
 }

@@ -1,9 +1,15 @@
 import {
+  allHandlersFinished,
   condition,
-  executeChild,
+  ContinueAsNew,
+  continueAsNew,
   getExternalWorkflowHandle,
+  ParentClosePolicy,
+  patched,
   setHandler,
+  startChild,
   upsertSearchAttributes,
+  workflowInfo,
 } from '@temporalio/workflow';
 import {
   bestPolicyEvaluation,
@@ -22,9 +28,11 @@ import {
   STEP,
   TASK_QUEUES,
   type EvaluationResult,
+  type CarriedRunState,
   type RunPhase,
   type RunStatus,
   type StageName,
+  type StageStatus,
   type TrainingRunInput,
 } from '../contract';
 import { agentTemplate, stageAdapter, stageInput, stageSteps, untrainedJudge } from '../grpo/stage';
@@ -35,16 +43,21 @@ import { grpoStage } from './grpoStage';
 import { activityProxies } from './proxies';
 
 const isStage = (phase: RunPhase): phase is StageName => (STAGE_NAMES as readonly string[]).includes(phase);
+const stageEnded = (s: StageStatus | undefined) =>
+  s?.phase === 'done' || s?.phase === 'cancelled' || s?.phase === 'failed';
 
 /**
  * A training run: the policy's warm start → the reward model's labelled data → the judge's warm start →
  * baseline evaluations → the reward model's GRPO stage → the policy's GRPO stage, judged by the reward model
  * it just trained. Each part is optional in the spec. A phase that fails after its retries does not fail the
- * run: the run waits in `blocked` until `retry` (optionally with new hyperparameters) or `cancel`.
+ * run: the run waits in `blocked` until `retry` (optionally with new hyperparameters) or `cancel`. Its history
+ * grows with its stages' progress reports, so it continues as new when it is long, even in the middle of a
+ * stage: the stage workflow runs on (it is abandoned, not closed) and the next run waits for its end.
  */
-export async function trainingRun({ runId, spec }: TrainingRunInput): Promise<RunStatus> {
+export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
+  const { runId, spec, carried } = input;
   const { cpu, rollout } = activityProxies(spec.activities);
-  const status: RunStatus = {
+  const status: RunStatus = carried?.status ?? {
     runId,
     name: spec.name,
     state: 'running',
@@ -58,9 +71,16 @@ export async function trainingRun({ runId, spec }: TrainingRunInput): Promise<Ru
     startedAt: Date.now(),
     etaSeconds: null,
   };
-  const overrides: Partial<Record<StageName, HyperparameterChange>> = {};
-  let paused = false;
+  const completed: RunPhase[] = carried?.completed ?? [];
+  const overrides: Partial<Record<StageName, HyperparameterChange>> = carried?.overrides ?? {};
+  let paused = carried?.paused ?? false;
   let cancelled = false;
+  // Histories recorded before this patch keep their stages as closing children and never continue as new.
+  const mayContinueAsNew = patched('run-continues-as-new');
+  const historyFull = () =>
+    mayContinueAsNew &&
+    (workflowInfo().continueAsNewSuggested ||
+      workflowInfo().historyLength >= (input.continueAsNewAfterEvents ?? 10_000));
   let retryAsked = false;
   const child = () => (status.stageWorkflowId ? getExternalWorkflowHandle(status.stageWorkflowId) : null);
   const enabled = STAGE_NAMES.filter((s) => spec.stages[s].enabled);
@@ -134,8 +154,9 @@ export async function trainingRun({ runId, spec }: TrainingRunInput): Promise<Ru
     status.best = bestPolicyEvaluation(status.evaluations);
   }
 
-  /** Runs a phase; when it fails after its retries, the run is `blocked` until retry or cancel. */
+  /** Runs a phase (once); when it fails after its retries, the run is `blocked` until retry or cancel. */
   async function guarded(phase: RunPhase, work: () => Promise<unknown>): Promise<boolean> {
+    if (completed.includes(phase)) return true;
     status.phase = phase;
     publish();
     for (let retries = 0; ; retries++) {
@@ -143,8 +164,10 @@ export async function trainingRun({ runId, spec }: TrainingRunInput): Promise<Ru
       if (cancelled) return false;
       try {
         await work();
+        if (!cancelled) completed.push(phase);
         return !cancelled;
       } catch (err) {
+        if (err instanceof ContinueAsNew) throw err;
         if (cancelled) return false;
         status.state = 'blocked';
         status.blocked = { phase, error: rootMessage(err), retries };
@@ -175,26 +198,47 @@ export async function trainingRun({ runId, spec }: TrainingRunInput): Promise<Ru
     ]);
   }
 
+  /** Starts the stage's workflow, or finds it running after a continue-as-new, and waits for its end. */
   async function runStage(stage: StageName) {
-    const startStep = await cpu.nextStep({ runId, stage });
-    const input = stageInput(spec, runId, stage);
-    if (startStep > input.steps) return; // trained before a retry of a later phase
-    status.stageWorkflowId = `${runId}/${stage}`;
-    const result = await executeChild(grpoStage, {
-      workflowId: status.stageWorkflowId,
-      taskQueue: TASK_QUEUES.workflows,
-      args: [
-        {
-          ...input,
-          startStep,
-          hyperparameters: { ...input.hyperparameters, ...overrides[stage] },
-          startPaused: paused,
-        },
-      ],
-    });
-    status.stages[stage] = result;
-    mergeEvaluations(result.evaluations);
+    const workflowId = `${runId}/${stage}`;
+    if (status.stageWorkflowId !== workflowId) {
+      const startStep = await cpu.nextStep({ runId, stage });
+      const stageArgs = stageInput(spec, runId, stage);
+      if (startStep > stageArgs.steps) return; // trained before a retry of a later phase
+      status.stageWorkflowId = workflowId;
+      if (status.stages[stage]) status.stages[stage] = { ...status.stages[stage], phase: 'sampling' };
+      const child = await startChild(grpoStage, {
+        workflowId,
+        taskQueue: TASK_QUEUES.workflows,
+        parentClosePolicy: mayContinueAsNew ? ParentClosePolicy.ABANDON : undefined,
+        args: [
+          {
+            ...stageArgs,
+            startStep,
+            hyperparameters: { ...stageArgs.hyperparameters, ...overrides[stage] },
+            startPaused: paused,
+          },
+        ],
+      });
+      await Promise.race([
+        child.result().then((result) => (status.stages[stage] = result)),
+        condition(historyFull),
+      ]);
+    } else {
+      // Started by an earlier run of this workflow: its end (or failure) comes as its last progress signal.
+      await condition(() => stageEnded(status.stages[stage]) || historyFull());
+    }
+    const end = status.stages[stage]!;
+    if (!stageEnded(end)) await continueAsNewRun();
+    if (end.phase === 'failed') throw new Error(end.error ?? `stage ${stage} failed`);
+    mergeEvaluations(end.evaluations);
     status.stageWorkflowId = null;
+  }
+
+  async function continueAsNewRun(): Promise<never> {
+    await condition(allHandlersFinished);
+    const state: CarriedRunState = { status, completed, overrides, paused };
+    return continueAsNew<typeof trainingRun>({ ...input, carried: state });
   }
 
   const needsCandidates = spec.stages.rewardModel.enabled || spec.stages.judgeWarmStart.enabled;
@@ -221,7 +265,7 @@ export async function trainingRun({ runId, spec }: TrainingRunInput): Promise<Ru
     !spec.stages[name].enabled || guarded(name, () => runStage(name));
 
   // A bad spec, a taken adapter name or missing questions fail the run before anything starts.
-  await cpu.registerRun({ runId, spec });
+  if (!carried) await cpu.registerRun({ runId, spec });
   const ok =
     (await stage('policyWarmStart')()) &&
     (!needsCandidates ||

@@ -124,11 +124,11 @@ async function withFakeWorkers<T>(fakes: ReturnType<typeof fakeActivities>, use:
   }
 }
 
-const start = (tag: string, spec = tinyRunSpec(tag)) =>
+const start = (tag: string, spec = tinyRunSpec(tag), continueAsNewAfterEvents?: number) =>
   env.client.workflow.start(trainingRun, {
     taskQueue: TASK_QUEUES.workflows,
     workflowId: `logic-${tag}-${Date.now()}`,
-    args: [{ runId: `logic-${tag}`, spec }],
+    args: [{ runId: `logic-${tag}`, spec, continueAsNewAfterEvents }],
   });
 
 it('sequences prepare → baseline → reward-model stage → policy stage judged by the trained RM adapter', async () => {
@@ -228,6 +228,37 @@ it('a failed stage blocks the run until retry, which applies new hyperparameters
       ['policy-retry@1', 1e-3],
       ['policy-retry@2', 1e-3],
     ]);
+  });
+});
+
+it('a run continues as new in the middle of its stages, trains each step once, and still blocks on a failure', async () => {
+  const fakes = fakeActivities({ stage: 'rm', step: 3 });
+  await withFakeWorkers(fakes, async () => {
+    const spec = tinyRunSpec('long');
+    spec.stages.rewardModel.steps = 4;
+    spec.stages.policy.steps = 4;
+    // A short history limit: the run continues as new while each stage runs (they report every step).
+    const handle = await start('long', spec, 25);
+    await waitFor(async () => (await handle.query(runStatusQuery)).state === 'blocked', 60_000, 'the block');
+    expect((await handle.describe()).runId).not.toBe(handle.firstExecutionRunId);
+    expect((await handle.query(runStatusQuery)).blocked).toMatchObject({
+      phase: 'rewardModel',
+      error: 'the server refused the step',
+    });
+    await handle.executeUpdate(retryUpdate, { args: [{}] });
+    const result = await handle.result();
+    expect(result).toMatchObject({ state: 'done', checkpoints: { 'rm-long': 4, 'policy-long': 4 } });
+    expect(fakes.trained.map((t) => `${t.adapter}@${t.step}`)).toEqual([
+      ...[1, 2, 3, 4].map((step) => `rm-long@${step}`),
+      ...[1, 2, 3, 4].map((step) => `policy-long@${step}`),
+    ]);
+    expect(result.evaluations.map((e) => e.label)).toEqual([
+      'policy:base',
+      'rewardModel:untrained',
+      'rewardModel:step-4',
+      'policy:step-4',
+    ]);
+    expect([...fakes.judgedBy]).toEqual(['rm-long']);
   });
 });
 

@@ -107,7 +107,8 @@ it('registers the search attributes runs are listed by', async () => {
 it('refuses to start over a port taken by a server it did not start', async () => {
   const other = { ...env, EVALRL_DATA_DIR: tempDataDir('evalrl-other-') };
   await expect(cli(['up'], other)).rejects.toMatchObject({
-    stderr: expect.stringMatching(/port (27233|25433) is taken/),
+    // Named: the holder's pid and command line, and that it is evalrl's own of another data folder.
+    stderr: expect.stringMatching(/port (27233|25433) is taken by pid \d+ \(.+\).*evalrl's own service/s),
   });
   fs.rmSync(other.EVALRL_DATA_DIR, { recursive: true, force: true });
 });

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { aggregate } from '../../src/reward/aggregate';
 import { policyMetrics, rmMetrics } from '../../src/reward/evaluation';
+import { SKILL_TOOLS } from '../../src/reward/judge';
 import { loadSkills, readResource } from '../../src/reward/skills';
 import { availableVerifiers } from '../../src/reward/verifiers';
 import type { RewardComponents } from '../../src/reward/deterministic';
@@ -58,6 +59,20 @@ describe('skill packages', () => {
     expect(() => loadSkills(root, ['needs_gold'], [])).toThrow(
       /"needs_gold" needs the reference answer; set needs_reference/,
     );
+  });
+});
+
+describe('judge tools', () => {
+  it('take no argument called "name", which a small model confuses with the call\'s own name', () => {
+    const args = Object.fromEntries(
+      SKILL_TOOLS.map((t) => [
+        t.function.name,
+        Object.keys((t.function.parameters as { properties?: object }).properties ?? {}),
+      ]),
+    );
+    expect(args.load_skill).toEqual(['skill']);
+    expect(args.run_verifier).toEqual(['verifier']);
+    expect(Object.values(args).flat()).not.toContain('name');
   });
 });
 

@@ -1,0 +1,56 @@
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { claimPort, managedProcess, portHolder } from '../../src/stack/processes';
+
+/** A listener of this test process on a free loopback port. */
+async function listen(): Promise<{ server: net.Server; port: number }> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, port: (server.address() as net.AddressInfo).port };
+}
+
+describe('a service port', () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'evalrl-ports-'));
+  const proc = managedProcess(dataDir, 'temporal');
+
+  it('is named with the process that listens on it', async () => {
+    const { server, port } = await listen();
+    try {
+      expect(portHolder(port)).toMatch(new RegExp(`^pid ${process.pid} \\(.*node`));
+    } finally {
+      server.close();
+    }
+  });
+
+  it('held by a stranger is refused, naming the holder and what to do', async () => {
+    const { server, port } = await listen();
+    try {
+      await expect(claimPort(proc, '127.0.0.1', port, 'set X to use it')).rejects.toThrow(
+        new RegExp(`port ${port} is taken by pid ${process.pid} .*; set X to use it\\.`),
+      );
+    } finally {
+      server.close();
+    }
+  });
+
+  it('held by our own live process is ours, even before it answers', async () => {
+    const { server, port } = await listen();
+    try {
+      fs.mkdirSync(path.dirname(proc.pidFile), { recursive: true });
+      fs.writeFileSync(proc.pidFile, `${process.pid}\n`);
+      await expect(claimPort(proc, '127.0.0.1', port, 'hint')).resolves.toBe('ours');
+    } finally {
+      fs.rmSync(proc.pidFile);
+      server.close();
+    }
+  });
+
+  it('with no listener is free', async () => {
+    const { server, port } = await listen();
+    await new Promise((resolve) => server.close(resolve));
+    await expect(claimPort(proc, '127.0.0.1', port, 'hint')).resolves.toBe('free');
+    expect(portHolder(port)).toBeNull();
+  });
+});
