@@ -37,9 +37,7 @@ export async function startTemporal(config: Config): Promise<'started' | 'reused
     return 'external';
   }
   const proc = temporalProcess(config);
-  const hint = `set TEMPORAL_ADDRESS=127.0.0.1:${config.temporal.port} to use it, or EVALRL_TEMPORAL_PORT to pick another port`;
-  if ((await claimPort(proc, '127.0.0.1', config.temporal.port, hint)) === 'ours') {
-    // Perhaps still starting, or started by an `up` that stopped before registering the namespace.
+  const ready = async () => {
     await waitUntil(
       'Temporal dev server',
       () => portOpen('127.0.0.1', config.temporal.port),
@@ -47,6 +45,11 @@ export async function startTemporal(config: Config): Promise<'started' | 'reused
       proc.logFile,
     );
     await ensureNamespace(config);
+  };
+  const hint = `set TEMPORAL_ADDRESS=127.0.0.1:${config.temporal.port} to use it, or EVALRL_TEMPORAL_PORT to pick another port`;
+  if ((await claimPort(proc, '127.0.0.1', config.temporal.port, hint)) === 'ours') {
+    // Perhaps still starting, or started by an `up` that stopped before registering the namespace.
+    await ready();
     return 'reused';
   }
   const binary = path.join(config.venv, 'bin', 'temporal');
@@ -63,13 +66,7 @@ export async function startTemporal(config: Config): Promise<'started' | 'reused
     '--ui-port', String(config.temporal.uiPort),
     '--log-level', 'warn',
   ]); // prettier-ignore
-  await waitUntil(
-    'Temporal dev server',
-    () => portOpen('127.0.0.1', config.temporal.port),
-    60_000,
-    proc.logFile,
-  );
-  await ensureNamespace(config);
+  await ready();
   return 'started';
 }
 
