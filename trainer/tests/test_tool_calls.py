@@ -18,6 +18,19 @@ def test_several_tagged_calls_and_an_unterminated_last_one():
     assert json.loads(calls[1]["function"]["arguments"]) == {"x": 1}
 
 
+def test_a_last_call_cut_off_by_the_token_limit_is_dropped_and_the_complete_ones_stand():
+    # As a warm-started SmolLM2 judge wrote it: its calls, then the next turn's verdict, cut at 160 tokens.
+    calls_text = '<tool_call>{"name": "load_skill", "arguments": {"skill": "grounding"}}</tool_call>\n' + \
+        '<tool_call>{"name": "run_verifier", "arguments": {"verifier": "sources_are_real"}}</tool_call>\n</tool_call>\n'
+    content, calls = parse_tool_calls(calls_text + '<tool_call>{"name": "final_answer", "s')
+    assert [c["function"]["name"] for c in calls] == ["load_skill", "run_verifier"]
+    assert content is None
+    for broken in ('<tool_call>{"name": "final_answer", "s',  # alone: nothing complete, still malformed
+                   calls_text + '<tool_call>{broken}</tool_call>'):  # terminated but broken: malformed
+        content, calls = parse_tool_calls(broken)
+        assert calls == [] and content == broken
+
+
 def test_near_miss_opening_tags_seen_from_a_warm_started_smollm2():
     for tag in ("<tool_call_en>", "<tool_call_ref_emails>"):
         _, calls = parse_tool_calls(f'{tag}{{"name": "search_emails", "arguments": {{"keywords": ["a"]}}}}</tool_call>')
