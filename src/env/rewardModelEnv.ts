@@ -2,15 +2,26 @@ import pLimit from 'p-limit';
 import type { Env, RewardModelEnvConfig, Split } from '../grpo/env';
 import { evaluationTasks } from '../grpo/sampleTasks';
 import { rmMetrics } from '../reward/evaluation';
+import type { StoredJudgement } from '../store/judgements';
 import { DataError, episodeWithQuestion, judgementOnce, sampleSeed, type EnvDeps } from './episodes';
 import { EVALUATION_CONCURRENCY } from './policyEnv';
 import { balancedTasks } from './rewardModelData';
 
 /**
+ * A judgement's reward: agreement with the label, 1 − |score − label|, for a verdict. A judgement that reached
+ * none scores below every verdict — −0.5 when it still used the tools (loaded a skill, ran a verifier), −1 when
+ * it made no valid call — so that a judge that rarely finishes still has a gradient towards the procedure
+ * (as the policy's malformed < wrong < right), instead of every failure tying with the worst verdict.
+ */
+export function judgementReward(j: StoredJudgement | null, correct: boolean): number {
+  if (!j || j.failed) return j?.usedTools ? -0.5 : -1;
+  return 1 - Math.abs(j.score - (correct ? 1 : 0));
+}
+
+/**
  * The reward model's environment. A task is a labelled candidate episode (prepared with the run: base, warm
  * started and corrupted episodes, balanced between correct and incorrect); a sample is one judgement of it by
- * the adapter being trained; its reward is agreement with the teacher's label, 1 − |score − label| (0 for a
- * judgement that never reached a verdict).
+ * the adapter being trained; its reward is agreement with the teacher's label (judgementReward).
  */
 export function createRewardModelEnv(deps: EnvDeps): Env<RewardModelEnvConfig> {
   const candidate = async (runId: string, split: Split, task: string) => {
@@ -51,9 +62,8 @@ export function createRewardModelEnv(deps: EnvDeps): Env<RewardModelEnvConfig> {
           deps.store.judgements.findJudgement(episode.id, `${g.runId}:${g.stage}:${g.step}:${sample}`),
         ),
       );
-      const truth = label.correct ? 1 : 0;
       return {
-        rewards_G: judgements.map((j) => (!j || j.failed ? 0 : 1 - Math.abs(j.score - truth))),
+        rewards_G: judgements.map((j) => judgementReward(j, label.correct)),
         success_G: judgements.map((j) => (j && !j.failed && j.score >= 0.5 === label.correct ? 1 : 0)),
         failed_G: judgements.map((j) => (!j || j.failed ? 1 : 0)),
       };

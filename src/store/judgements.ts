@@ -7,6 +7,8 @@ export interface StoredJudgement {
   score: number;
   failed: boolean;
   confidence: number;
+  /** It loaded a skill, read a resource or ran a verifier: a failed judgement that still followed the procedure. */
+  usedTools: boolean;
 }
 
 /** The judgement of a trajectory under a judge key (judge adapter, stage, sample), if one is stored. */
@@ -16,12 +18,20 @@ export async function findJudgement(
   judgeKey: string,
 ): Promise<StoredJudgement | null> {
   const { rows } = await db.query(
-    'SELECT id, score, failed, verdict FROM judgements WHERE trajectory_id = $1 AND judge_key = $2',
+    `SELECT id, score, failed, verdict,
+            cardinality(skills_used) + cardinality(resources_read) + jsonb_array_length(evidence) > 0 AS used_tools
+     FROM judgements WHERE trajectory_id = $1 AND judge_key = $2`,
     [trajectoryId, judgeKey],
   );
   if (rows.length === 0) return null;
   const r = rows[0];
-  return { id: Number(r.id), score: r.score, failed: r.failed, confidence: r.verdict?.confidence ?? 0 };
+  return {
+    id: Number(r.id),
+    score: r.score,
+    failed: r.failed,
+    confidence: r.verdict?.confidence ?? 0,
+    usedTools: r.used_tools,
+  };
 }
 
 /** Stores a judgement once per (trajectory, judge key); when another attempt stored it first, that one wins. */

@@ -43,6 +43,7 @@ const SEED = 23;
 /** Steps of the judge's warm start every run shares (trained once), and of each run's own short warm starts. */
 const SHARED_WARM_STEPS = 60;
 const OWN_WARM_STEPS = 2;
+const RM_GROUP = 4;
 const pool = createPool(stackConfig());
 let reference: Record<string, string>;
 /** The folder holding the shared judge warm start's last checkpoint, where every run's reward model starts. */
@@ -53,9 +54,10 @@ const SESSION = Date.now().toString(36);
 const SHARED_JUDGE = `rm-shared-${SESSION}-warm`;
 
 /**
- * A run whose reward model starts from a judge that learnt the verdict format from a few demonstrations: the
- * tiny model then gives a verdict on some samples and not on others, so the reward-model stage's rewards vary
- * and its adapter moves. The tiny policy never learns to call tools on unseen questions (its rewards stay
+ * A run whose reward model starts from a judge that learnt the procedure from a few demonstrations: the tiny
+ * model then runs the verifiers on some samples and not on others, and on a few gives a verdict, so the
+ * reward-model stage's rewards (a failed judgement that used the tools beats one that made no valid call)
+ * vary and its adapter moves. The tiny policy never learns to call tools on unseen questions (its rewards stay
  * flat), so the policy stage proves exactly-once by its checkpoints and rows, not by its weights. The run's
  * own warm starts are short: they are here to be interrupted.
  */
@@ -84,7 +86,13 @@ function faultSpec(tag: string): RunSpec {
       bodyChars: 300,
     },
     judge: { ...base.judge, temperature: 0.7, maxTurns: 3, maxTokensPerTurn: 160 },
-    stages: { ...base.stages, policyWarmStart: warm(OWN_WARM_STEPS), judgeWarmStart: warm(OWN_WARM_STEPS) },
+    stages: {
+      ...base.stages,
+      policyWarmStart: warm(OWN_WARM_STEPS),
+      judgeWarmStart: warm(OWN_WARM_STEPS),
+      // Four judgements a candidate: the tiny judge finishes some and not others, so groups vary.
+      rewardModel: { ...base.stages.rewardModel, groupSize: RM_GROUP },
+    },
     activities: { maximumAttempts: 20, heartbeatTimeoutSeconds: 10 },
   });
 }
@@ -251,7 +259,7 @@ async function verify(runId: string, dir: string, spec: RunSpec) {
   const judged = await pool.query(`SELECT count(*)::int AS n FROM judgements WHERE judge_key LIKE $1`, [
     `${runId}:rewardModel:%`,
   ]);
-  expect(judged.rows[0].n).toBe(2 * 2 * 2);
+  expect(judged.rows[0].n).toBe(2 * 2 * RM_GROUP);
   // The reward-model stage had a learning signal: some group's rewards varied.
   const signal = await pool.query(
     `SELECT min((metrics->>'groups/zero_variance')::float) AS flat

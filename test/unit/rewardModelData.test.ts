@@ -1,10 +1,21 @@
 import { balancedTasks, wrongAnswer } from '../../src/env/rewardModelData';
+import { judgementReward } from '../../src/env/rewardModelEnv';
 import { checkAnswer } from '../../src/reward/answerMatch';
 import { referenceFreeReward, rewardWeightsSchema } from '../../src/reward/deterministic';
 import { healthFlags } from '../../src/runs/health';
 import { episodeFacts } from '../episodeFacts';
 
 describe('reward-model data', () => {
+  it('rewards a verdict by its agreement with the label, and a failed judgement below every verdict', () => {
+    const verdict = (score: number) => ({ id: 1, score, failed: false, confidence: 0.8, usedTools: true });
+    expect(judgementReward(verdict(1), true)).toBe(1);
+    expect(judgementReward(verdict(0.25), false)).toBe(0.75);
+    expect(judgementReward(verdict(1), false)).toBe(0); // the worst verdict
+    const failed = { ...verdict(0), failed: true };
+    expect(judgementReward(failed, false)).toBe(-0.5); // it ran verifiers, gave no verdict
+    expect(judgementReward({ ...failed, usedTools: false }, false)).toBe(-1); // no valid call at all
+    expect(judgementReward(null, true)).toBe(-1);
+  });
   it('balances correct and incorrect candidates, seeded', () => {
     const candidates = [
       ...['a', 'b'].map((task) => ({ task, correct: true })),
