@@ -206,7 +206,7 @@ def create_app(
         for i, future in enumerate(futures):
             sample = future.result()
             completion_tokens += len(sample.token_ids)
-            content, tool_calls = parse_tool_calls(sample.text) if req.tools else (sample.text, [])
+            content, tool_calls = parse_tool_calls(sample.text, req.tools) if req.tools else (sample.text, [])
             message = {"role": "assistant", "content": content}
             if tool_calls:
                 message["tool_calls"] = tool_calls

@@ -1,5 +1,8 @@
-"""Tool calls recovered from a model's text: the Qwen/Hermes `<tool_call>{…}</tool_call>` form, or bare JSON."""
+"""Tool calls recovered from a model's text: the Qwen/Hermes `<tool_call>{…}</tool_call>` form, bare JSON, or a
+Python-style call `name(arg, key=value)` of a tool the request offers (vLLM's "pythonic" form)."""
+import ast
 import json
+import keyword
 import re
 import uuid
 
@@ -27,7 +30,42 @@ def _as_call(obj) -> dict | None:
     }
 
 
-def parse_tool_calls(text: str) -> tuple[str | None, list[dict]]:
+PYTHONIC = re.compile(r"\s*([A-Za-z_]\w*)\s*\((.*)\)\s*", re.DOTALL)
+# A Python keyword used as an argument name (`from=`) is renamed for the parser and back.
+KEYWORD_ARGUMENT = re.compile(r"(^|,)(\s*)(" + "|".join(keyword.kwlist) + r")(\s*=)")
+
+
+def _pythonic(block: str, tools: list[dict]) -> dict | None:
+    """`run_verifier("x")` or `search_emails(keywords=["a"], from="b@c")`: the call a small model writes after the
+    tool listing's signatures. Positional arguments take the tool's parameters in order; values must be literals."""
+    match = PYTHONIC.fullmatch(block)
+    params = {t["function"]["name"]: list((t["function"].get("parameters") or {}).get("properties") or {}) for t in tools}
+    if not match or match.group(1) not in params:
+        return None
+    names = params[match.group(1)]
+    source = "f(" + KEYWORD_ARGUMENT.sub(r"\1\2\3_\4", match.group(2)) + ")"
+    try:
+        call = ast.parse(source, mode="eval").body
+        if not isinstance(call, ast.Call) or len(call.args) > len(names) or any(k.arg is None for k in call.keywords):
+            return None
+        args = {name: ast.literal_eval(node) for name, node in zip(names, call.args)}
+        for k in call.keywords:
+            unrenamed = k.arg[:-1] if k.arg.endswith("_") and keyword.iskeyword(k.arg[:-1]) else k.arg
+            args[unrenamed] = ast.literal_eval(k.value)
+        json.dumps(args, allow_nan=False)  # literals JSON has no form for (bytes, sets, inf) make no call
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return None
+    return {"name": match.group(1), "arguments": args}
+
+
+def _parse_call(block: str, tools: list[dict]) -> dict | None:
+    try:
+        return _as_call(json.loads(block))
+    except json.JSONDecodeError:
+        return _as_call(_pythonic(block, tools))
+
+
+def parse_tool_calls(text: str, tools: list[dict] | None = None) -> tuple[str | None, list[dict]]:
     """(content, tool_calls): text outside the tool calls stays content; unparseable calls stay text.
 
     A last call that is both unterminated and unparseable was cut off by the token limit: it is dropped and the
@@ -37,10 +75,7 @@ def parse_tool_calls(text: str) -> tuple[str | None, list[dict]]:
     if tagged:
         calls = []
         for i, (block, closing) in enumerate(tagged):
-            try:
-                call = _as_call(json.loads(block))
-            except json.JSONDecodeError:
-                call = None
+            call = _parse_call(block, tools or [])
             if call is None and not closing and i == len(tagged) - 1 and calls:
                 break
             if call is None:
@@ -60,4 +95,5 @@ def parse_tool_calls(text: str) -> tuple[str | None, list[dict]]:
         calls = [_as_call(item) for item in items]
         if calls and all(c is not None for c in calls):
             return None, calls
-    return text, []
+    call = _as_call(_pythonic(stripped, tools or []))
+    return (None, [call]) if call else (text, [])

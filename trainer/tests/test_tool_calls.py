@@ -50,3 +50,33 @@ def test_malformed_calls_stay_text():
     for text in ("<tool_call>{not json}</tool_call>", '{"arguments": {}}', '{"name": "x", "arguments": [1]}', "plain answer"):
         content, calls = parse_tool_calls(text)
         assert calls == [] and content == text
+
+
+TOOLS = [
+    {"type": "function", "function": {"name": "run_verifier", "parameters": {"properties": {"verifier": {"type": "string"}}}}},
+    {"type": "function", "function": {"name": "search_emails", "parameters": {
+        "properties": {"keywords": {"type": "array"}, "from": {"type": "string"}}}}},
+]
+
+
+def test_python_style_calls_of_offered_tools():
+    # As a shortly warm-started SmolLM2 judge wrote them, after the listing's `run_verifier(verifier: string)`.
+    text = '<tool_call>run_verifier("answer_in_cited_email")</tool_call>\n<tool_call>search_emails(keywords=["gas"], from="a@b.com")</tool_call>'
+    content, calls = parse_tool_calls(text, TOOLS)
+    assert content is None
+    assert [json.loads(c["function"]["arguments"]) for c in calls] == [
+        {"verifier": "answer_in_cited_email"}, {"keywords": ["gas"], "from": "a@b.com"}]
+    _, calls = parse_tool_calls('run_verifier(verifier="sources_are_real")', TOOLS)  # untagged
+    assert json.loads(calls[0]["function"]["arguments"]) == {"verifier": "sources_are_real"}
+
+
+def test_python_style_calls_that_do_not_fit_stay_malformed():
+    for text in ('<tool_call>run_verifier("no_verifier", "sources_are_real")</tool_call>',  # more arguments than it has
+                 '<tool_call>load_skill("grounding")</tool_call>',  # a tool the request does not offer
+                 '<tool_call>run_verifier(open("x"))</tool_call>',  # not a literal
+                 '<tool_call>run_verifier(**x)</tool_call>', 'print("hello")', 'run_verifier("x") and more',
+                 'run_verifier("x") + run_verifier("y")',  # not one call
+                 'run_verifier(b"x")', 'run_verifier({1, 2})', 'run_verifier(1e999)'):  # no JSON form
+        content, calls = parse_tool_calls(text, TOOLS)
+        assert calls == [] and content == text, text
+    assert parse_tool_calls('run_verifier("x")') == ('run_verifier("x")', [])  # no tools offered: text
