@@ -172,3 +172,5 @@ export const retryUpdate = defineUpdate<{ phase: RunPhase }, [{ hyperparameters?
 export const hyperparametersSignal = defineSignal<[HyperparameterChange]>('hyperparameters');
 /** A stage tells its run where it stands after each step. */
 export const stageProgressSignal = defineSignal<[StageStatus]>('stageProgress');
+/** A run tells the workflow that started it (a ladder) that its warm starts are trained. */
+export const warmStartsDoneSignal = defineSignal('warmStartsDone');

@@ -1,5 +1,5 @@
-import { executeChild } from '@temporalio/workflow';
-import { TASK_QUEUES, type EvaluationResult, type RunStatus } from '../contract';
+import { condition, patched, setHandler, startChild } from '@temporalio/workflow';
+import { TASK_QUEUES, warmStartsDoneSignal, type EvaluationResult, type RunStatus } from '../contract';
 import { initialCheckpoint, untrainedJudge } from '../grpo/stage';
 import type { RunSpec } from '../runSpec';
 import { trainingRun } from './trainingRun';
@@ -82,14 +82,22 @@ export async function experimentLadder({
     'urm',
   );
   const ids = ladderRuns(experimentId);
-  const run = (runId: string, s: RunSpec) =>
-    executeChild(trainingRun, {
-      workflowId: runId,
-      taskQueue: TASK_QUEUES.workflows,
-      args: [{ runId, spec: s }],
-    });
-  const trained = await run(ids.trained, full);
+  let warmStartsDone = false;
+  setHandler(warmStartsDoneSignal, () => void (warmStartsDone = true));
+  const run = async (runId: string, s: RunSpec) =>
+    (
+      await startChild(trainingRun, {
+        workflowId: runId,
+        taskQueue: TASK_QUEUES.workflows,
+        args: [{ runId, spec: s }],
+      })
+    ).result();
+  const trainedRun = run(ids.trained, full);
+  // The second run needs only the first's warm starts: it trains beside the first's reward-model stage.
+  if (patched('ladder-runs-overlap')) await Promise.race([condition(() => warmStartsDone), trainedRun]);
+  else await trainedRun;
   const untrained = await run(ids.untrained, policyOnly);
+  const trained = await trainedRun;
 
   const find = (r: RunStatus, label: (l: string) => boolean) =>
     r.evaluations.filter((e) => label(e.label)).at(-1);

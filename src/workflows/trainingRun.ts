@@ -27,6 +27,7 @@ import {
   STATUS,
   STEP,
   TASK_QUEUES,
+  warmStartsDoneSignal,
   type EvaluationResult,
   type CarriedRunState,
   type RunPhase,
@@ -261,6 +262,16 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
       agent: agentTemplate(spec),
       weights: spec.rewardWeights,
     });
+  // A ladder starts its second run from this one's warm starts as soon as they exist (told again after a
+  // continue-as-new: the flag it sets is idempotent). A parent that is gone is not this run's concern.
+  const tellParentWarmStartsDone = async () => {
+    const parent = workflowInfo().parent;
+    if (parent && patched('run-tells-parent-of-warm-starts'))
+      await getExternalWorkflowHandle(parent.workflowId)
+        .signal(warmStartsDoneSignal)
+        .catch(() => undefined);
+    return true;
+  };
   const stage = (name: StageName) => async () =>
     !spec.stages[name].enabled || guarded(name, () => runStage(name));
 
@@ -273,6 +284,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
         Promise.all([candidates('train', data.trainQuestions), candidates('test', data.testQuestions)]),
       ))) &&
     (await stage('judgeWarmStart')()) &&
+    (await tellParentWarmStartsDone()) &&
     (await guarded('baseline', async () => {
       if (spec.evaluation.baseline) await evaluate('policy:base', 'policy', 'base');
       if (spec.stages.rewardModel.enabled && !spec.stages.judgeWarmStart.enabled)
