@@ -19,7 +19,10 @@ export async function classified<T>(work: () => Promise<T>): Promise<T> {
       throw ApplicationFailure.nonRetryable(message, err.name);
     if (err instanceof ModelServerError && !err.retryable)
       throw ApplicationFailure.nonRetryable(message, 'BadModelServerRequest');
-    if (err instanceof Error) err.message = message;
+    if (err instanceof Error) {
+      err.message = message;
+      if (err.stack) err.stack = redact(err.stack); // Temporal stores the stack trace in history too
+    }
     throw err;
   }
 }
