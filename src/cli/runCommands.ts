@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import type { Command } from 'commander';
 import { loadConfig } from '../config';
 import { createPool } from '../db/pool';
@@ -5,7 +6,7 @@ import { healthFlags } from '../runs/health';
 import { createStore, type Store } from '../store';
 import { NoWorkerAnswered, RunClient } from '../runs/runClient';
 import { storedRunStatus } from '../runs/storedStatus';
-import { loadRunSpec } from '../runSpec';
+import { loadRunSpec, type RunSpec } from '../runSpec';
 import { print } from './output';
 import { parseAssignments } from '../hyperparameters';
 import { describeRun } from './runFormat';
@@ -25,6 +26,20 @@ async function statusFromStore(store: Store, err: unknown) {
       `${err.message}: shown from what the run stored (phase and ETA unknown); ` +
       'start one with `evalrl worker --queues workflows,cpu,rollout,judge,gpu`',
   };
+}
+
+/** `--id` of a run that exists is a resume, and a resume is of the same run: another spec is refused. */
+async function refuseAnotherRunsId(runId: string, spec: RunSpec) {
+  const pool = createPool(loadConfig(), 1);
+  try {
+    const stored = await createStore(pool).runs.storedSpec(runId);
+    if (stored && !isDeepStrictEqual(stored, JSON.parse(JSON.stringify(spec))))
+      throw new Error(
+        `--id ${runId}: that run exists with another spec; a resume must use its spec, a new run another id`,
+      );
+  } finally {
+    await pool.end();
+  }
 }
 
 async function withRuns<T>(use: (runs: RunClient) => Promise<T>): Promise<T> {
@@ -47,6 +62,7 @@ export function registerRunCommands(program: Command) {
     .option('--json', 'machine-readable output')
     .action(async (file: string, opts: { id?: string; json?: boolean }) => {
       const spec = loadRunSpec(file); // every bad field, by its path, before anything starts
+      if (opts.id) await refuseAnotherRunsId(opts.id, spec);
       await withRuns(async (runs) => {
         const runId = await runs.start(spec, opts.id);
         const ui = runs.uiLink(runId);

@@ -1,5 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { Client, Connection, WorkflowNotFoundError, type WorkflowHandle } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+  type WorkflowHandle,
+} from '@temporalio/client';
 import type { Config } from '../config';
 import { rootMessage } from '../rootMessage';
 import type { RunSpec } from '../runSpec';
@@ -84,12 +90,19 @@ export class RunClient {
     return ui && `${ui}/namespaces/${this.config.temporal.namespace}/workflows/${encodeURIComponent(runId)}`;
   }
 
+  /** Starts a run, or resumes a finished one under its id (its stages go on from their checkpoints). */
   async start(spec: RunSpec, runId = newRunId(spec)): Promise<string> {
-    await this.client.workflow.start(trainingRun, {
-      taskQueue: TASK_QUEUES.workflows,
-      workflowId: runId,
-      args: [{ runId, spec }],
-    });
+    try {
+      await this.client.workflow.start(trainingRun, {
+        taskQueue: TASK_QUEUES.workflows,
+        workflowId: runId,
+        args: [{ runId, spec }],
+      });
+    } catch (err) {
+      if (err instanceof WorkflowExecutionAlreadyStartedError)
+        throw new Error(`run ${runId} is already running: follow it with \`evalrl run watch ${runId}\``);
+      throw err;
+    }
     return runId;
   }
 

@@ -20,10 +20,6 @@ export async function storedSpec(db: Db, runId: string): Promise<RunSpec | null>
   return rows[0]?.spec ?? null;
 }
 
-export async function runExists(db: Db, runId: string): Promise<boolean> {
-  return (await db.query('SELECT 1 FROM runs WHERE id = $1', [runId])).rows.length > 0;
-}
-
 /** Claims an adapter name for a run's stage; returns who holds it (this run, or the run that claimed it first). */
 export async function claimAdapter(db: Db, adapter: string, runId: string, stage: string) {
   await db.query(

@@ -2,11 +2,12 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
 import type { Config } from '../../src/config';
 import { stopModelServer } from '../../src/stack/modelServer';
 import { WORKER_QUEUES } from '../../src/workers/start';
 import { spawnWorker, stopWorker, tinyRunSpec } from './runFixtures';
-import { cli, startTinyModelServer, tempDataDir, TEST_STACK_ENV } from './testStack';
+import { cli, stackConfig, startTinyModelServer, tempDataDir, TEST_STACK_ENV } from './testStack';
 
 const execFileAsync = promisify(execFile);
 
@@ -61,6 +62,12 @@ it('start → status → set → watch until done → list, with --json for scri
     await new Promise((r) => setTimeout(r, 200));
   }
   expect(listed).toContainEqual(expect.objectContaining({ runId: started.runId, state: 'done' }));
+
+  // Its id is its own: another spec under it is refused before anything starts.
+  const other = specFile('cli-other', { ...tinyRunSpec('cli'), seed: 99 });
+  await expect(cli(['run', 'start', other, '--id', started.runId], env)).rejects.toMatchObject({
+    stderr: expect.stringContaining(`--id ${started.runId}: that run exists with another spec`),
+  });
 
   // Evaluations of the trained adapters, outside the run.
   const policyEval = JSON.parse(
@@ -198,4 +205,14 @@ it('experiment ladder: base, warm start, untrained-RM and trained-RM policies fr
     state: 'done',
     stages: { policyWarmStart: { step: 1 }, rewardModel: { step: 2 }, policy: { step: 2 } },
   });
+  // The second run started from the first's warm starts while the first was still training.
+  const connection = await Connection.connect({ address: stackConfig().temporal.address });
+  try {
+    const client = new Client({ connection, namespace: stackConfig().temporal.namespace });
+    const describe = (run: string) => client.workflow.getHandle(`${result.experimentId}/${run}`).describe();
+    const [first, second] = [await describe('trained-rm'), await describe('untrained-rm')];
+    expect(second.startTime.getTime()).toBeLessThan(first.closeTime!.getTime());
+  } finally {
+    await connection.close();
+  }
 });

@@ -1,0 +1,100 @@
+import path from 'node:path';
+import OpenAI, { APIError } from 'openai';
+import { agentLoop, BadSamplingRequest, type LoopSettings } from '../../src/env/agentLoop';
+import type { Mailbox } from '../../src/mail/search';
+import { judge } from '../../src/reward/judge';
+import { loadSkills } from '../../src/reward/skills';
+import { availableVerifiers } from '../../src/reward/verifiers';
+import { episodeFacts } from '../episodeFacts';
+
+/** An endpoint that answers each call with the next scripted reply: tool calls, or an HTTP error. */
+type Call = { name: string; arguments: string };
+function scripted(replies: (Call[] | APIError)[]): OpenAI {
+  let turn = 0;
+  const create = async () => {
+    const reply = replies[Math.min(turn++, replies.length - 1)];
+    if (reply instanceof APIError) throw reply;
+    return {
+      choices: [
+        {
+          finish_reason: 'tool_calls',
+          message: {
+            content: null,
+            tool_calls: reply.map((f: Call, i: number) => ({
+              id: `c${turn}_${i}`,
+              type: 'function',
+              function: f,
+            })),
+          },
+        },
+      ],
+    };
+  };
+  return { chat: { completions: { create } } } as unknown as OpenAI;
+}
+
+const settings: LoopSettings = {
+  model: 'judge',
+  maxTurns: 3,
+  contextTokens: 2048,
+  maxTokensPerTurn: 64,
+  temperature: 0,
+  topP: 1,
+  timeoutMs: 1000,
+};
+const apiError = (status: number, message: string) =>
+  new APIError(status, { message }, message, new Headers());
+
+describe('the agent loop', () => {
+  it('ends on a context overflow, and names a setting the sampler refuses instead of ending quietly', async () => {
+    const overflow = scripted([
+      apiError(400, "max_tokens: prompt (2000 tokens) + max_tokens (64) exceeds the model's context"),
+    ]);
+    const ended = await agentLoop(overflow, [], [], settings, { call: async () => ({ content: '' }) });
+    expect(ended.ending).toBe('context_budget');
+    const refused = scripted([apiError(400, 'temperature: must be at most 5')]);
+    await expect(
+      agentLoop(refused, [], [], settings, { call: async () => ({ content: '' }) }),
+    ).rejects.toThrow(BadSamplingRequest);
+  });
+});
+
+describe('the judge', () => {
+  const skills = loadSkills(
+    path.resolve(__dirname, '../../skills'),
+    availableVerifiers(true),
+    availableVerifiers(false),
+  );
+  const mailbox: Mailbox = { search: async () => [], read: async () => null };
+  const input = {
+    question: 'Who sent the budget?',
+    reference: 'jane@example.com',
+    scope: { inbox: 'me' },
+    trajectory: { messages: [], turns: [], facts: episodeFacts({ answer: 'x' }), wallMs: 0 },
+  };
+
+  it('answers prototype-named tools, skills and verifiers with errors, never an exception', async () => {
+    const hostile = ['constructor', '__proto__', 'toString', 'hasOwnProperty'];
+    const llm = scripted([
+      [
+        ...hostile.map((name) => ({ name, arguments: '{}' })),
+        ...hostile.map((v) => ({ name: 'run_verifier', arguments: JSON.stringify({ verifier: v }) })),
+        ...hostile.map((s) => ({ name: 'load_skill', arguments: JSON.stringify({ skill: s }) })),
+        { name: 'read_resource', arguments: '{"skill": "__proto__", "resource": "constructor"}' },
+        { name: 'read_email', arguments: '{"message_id": "constructor"}' },
+      ],
+      [{ name: 'final_answer', arguments: '{"reason": "r", "constructor": 1}' }],
+    ]);
+    const j = await judge(llm, mailbox, skills, input, {
+      ...settings,
+      mode: 'skill',
+      reference: 'hidden',
+      retries: 0,
+    });
+    expect(j).toMatchObject({ failed: true, score: 0, evidence: [], skillsUsed: [] });
+    const results = j.messages.filter((m) => m.role === 'tool').map((m) => m.content ?? '');
+    expect(results).toHaveLength(hostile.length * 3 + 3);
+    for (const r of results.slice(0, -1)) expect(r).toMatch(/^Error: /);
+    expect(results.join('\n')).not.toMatch(/\[native code\]|function \w*\(|\[object Object\]/); // no internals leak
+  });
+});
