@@ -19,6 +19,8 @@ export interface ModelServerSettings {
   mode: 'throughput' | 'deterministic';
   maxBatch?: number;
   threads?: number;
+  /** The base model's dtype; unset: the server's auto (bf16 on a GPU or a CPU with AMX, else fp32). */
+  dtype?: 'float32' | 'bfloat16';
 }
 
 export const modelServerProcess = (config: Config) => managedProcess(config.dataDir, 'model-server');
@@ -63,6 +65,7 @@ export async function startModelServer(
   if (settings.model) args.push('--model', settings.model);
   if (settings.maxBatch) args.push('--max-batch', String(settings.maxBatch));
   if (settings.threads) args.push('--threads', String(settings.threads));
+  if (settings.dtype) args.push('--dtype', settings.dtype);
   startDetached(proc, python, args, {
     cwd: path.join(repoRoot(), 'trainer'),
     env: { ...process.env, PYTHONUNBUFFERED: '1' },

@@ -15,7 +15,14 @@ import { startTemporal, temporalProcess } from '../../src/stack/temporal';
 import { WORKER_QUEUES } from '../../src/workers/start';
 import { trainingRun } from '../../src/workflows/trainingRun';
 import { spawnWorker, stopWorker, tinyRunSpec, waitFor } from './runFixtures';
-import { cli, stackConfig, startTinyModelServer, tempDataDir, TEST_STACK_ENV } from './testStack';
+import {
+  cli,
+  stackConfig,
+  startTinyModelServer,
+  tempDataDir,
+  TEST_STACK_ENV,
+  tinyServerSettings,
+} from './testStack';
 
 jest.setTimeout(1_200_000);
 
@@ -344,11 +351,7 @@ it('SIGKILL of the model server during a reward-model rollout', async () => {
   const adapters = await runWithFault('server', 18014, async (fleet) => {
     await whileRunning(fleet, 'rewardModel', 'rolloutGroup');
     await stopModelServer(fleet.server, 'SIGKILL');
-    await startModelServer(fleet.server, {
-      model: path.join(fleet.dir, 'tiny-model'),
-      checkpoints: path.join(fleet.dir, 'checkpoints'),
-      mode: 'deterministic',
-    });
+    await startModelServer(fleet.server, tinyServerSettings(fleet.dir));
   });
   expect(adapters).toEqual(reference);
 });

@@ -21,7 +21,11 @@ const config = stackConfig({
 beforeAll(async () => {
   await cli(['ingest', TEST_STACK_ENV.EVALRL_MAILDIR]);
   await cli(['questions', 'generate']);
-  await startModelServer(config, { checkpoints: path.join(dir, 'checkpoints'), mode: 'deterministic' });
+  await startModelServer(config, {
+    checkpoints: path.join(dir, 'checkpoints'),
+    mode: 'deterministic',
+    dtype: 'float32',
+  });
 });
 afterAll(async () => {
   await stopModelServer(config);

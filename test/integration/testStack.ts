@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { loadConfig, type Config } from '../../src/config';
-import { startModelServer } from '../../src/stack/modelServer';
+import { startModelServer, type ModelServerSettings } from '../../src/stack/modelServer';
 
 const run = promisify(execFile);
 const root = path.resolve(__dirname, '../..');
@@ -69,10 +69,14 @@ export async function startTinyModelServer(dir: string, port: number, options: {
         stdio: 'ignore',
       },
     );
-  await startModelServer(config, {
-    model: tiny,
-    checkpoints: path.join(dir, 'checkpoints'),
-    mode: 'deterministic',
-  });
+  await startModelServer(config, tinyServerSettings(dir));
   return config;
 }
+
+/** How tests start (and restart, after a kill) the tiny model server of a folder. */
+export const tinyServerSettings = (dir: string): ModelServerSettings => ({
+  model: path.join(dir, 'tiny-model'),
+  checkpoints: path.join(dir, 'checkpoints'),
+  mode: 'deterministic',
+  dtype: 'float32', // the tiny model gains nothing from bf16, and its tests are sized in fp32
+});

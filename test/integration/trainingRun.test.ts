@@ -15,7 +15,7 @@ import {
 } from '../../src/contract';
 import { trainingRun } from '../../src/workflows/trainingRun';
 import { tinyRunSpec, waitFor, withWorkers } from './runFixtures';
-import { cli, startTinyModelServer, tempDataDir, TEST_STACK_ENV } from './testStack';
+import { cli, startTinyModelServer, tempDataDir, TEST_STACK_ENV, tinyServerSettings } from './testStack';
 
 jest.setTimeout(900_000);
 Runtime.install({ logger: workerLogger('ERROR') }); // activity failures are part of these tests
@@ -158,11 +158,7 @@ it('a stage that fails after its retries blocks the run; retry with a new learni
     expect((await status()).blocked).toMatchObject({ phase: 'rewardModel', error: expect.any(String) });
     expect((await handle.describe()).status.name).toBe('RUNNING'); // blocked, not failed
 
-    await startModelServer(config, {
-      model: path.join(dir, 'tiny-model'),
-      checkpoints: path.join(dir, 'checkpoints'),
-      mode: 'deterministic',
-    });
+    await startModelServer(config, tinyServerSettings(dir));
     await handle.executeUpdate(retryUpdate, { args: [{ hyperparameters: { learning_rate: 2e-3 } }] });
     expect(await handle.result()).toMatchObject({ state: 'done', blocked: null });
     const { rows } = await pool.query(
@@ -198,10 +194,6 @@ it('cancel while blocked ends the run', async () => {
       expect(await handle.result()).toMatchObject({ state: 'cancelled' });
     });
   } finally {
-    await startModelServer(config, {
-      model: path.join(dir, 'tiny-model'),
-      checkpoints: path.join(dir, 'checkpoints'),
-      mode: 'deterministic',
-    });
+    await startModelServer(config, tinyServerSettings(dir));
   }
 });

@@ -335,6 +335,8 @@ def main(argv: list[str] | None = None):
     parser.add_argument("--seed", type=int, default=0, help="seed of new adapters' initial weights")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--compile", action="store_true", help="torch.compile the decoder layers (GPU training)")
+    parser.add_argument("--dtype", choices=["auto", "float32", "bfloat16"], default="auto",
+                        help="base model dtype (auto: bf16 on a GPU or a CPU with AMX, else fp32)")  # fmt: skip
     parser.add_argument("--micro-batch-tokens", type=int, default=None,
                         help="padded tokens per training micro-batch: bounds training memory (default: 1024 on CPU, 16384 on GPU)")  # fmt: skip
     parser.add_argument("--max-request-mb", type=int, default=256, help="largest request body accepted")
@@ -352,7 +354,7 @@ def main(argv: list[str] | None = None):
     root = Path(args.checkpoints)
     root.mkdir(parents=True, exist_ok=True)
     model_path = Path(args.model) if args.model else smollm2_gguf()
-    base = load_base_model(model_path, Path(args.cache) if args.cache else root / ".models")
+    base = load_base_model(model_path, Path(args.cache) if args.cache else root / ".models", dtype=args.dtype)
     if args.compile:
         compile_decoder_layers(base.model)
     adapters = Adapters(base, root, seed=args.seed)
@@ -363,7 +365,8 @@ def main(argv: list[str] | None = None):
     tokens_per_micro_batch = args.micro_batch_tokens or (16384 if base.device.type == "cuda" else 1024)
     trainer = Trainer(adapters, args.keep_checkpoints, tokens_per_micro_batch)
     app = create_app(adapters, sampler, trainer, token, Limits(request_bytes=args.max_request_mb << 20))
-    print(f"evalrl model server: {model_path.name} on {base.device}, mode {mode}, resumed {resumed or 'nothing'}", flush=True)
+    dtype = next(base.model.parameters()).dtype
+    print(f"evalrl model server: {model_path.name} on {base.device} ({dtype}), mode {mode}, resumed {resumed or 'nothing'}", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
 
 
