@@ -138,32 +138,43 @@ class Sampler:
         out_ids: list[list[int]] = [[] for _ in requests]
         out_lp: list[list[float]] = [[] for _ in requests]
         finish: list[str | None] = [None] * B
+        active = list(range(B))  # the requests still decoding, by row of the batch
         for step in range(max(r.max_tokens for r in requests)):
-            logp_BV = torch.log_softmax(logits.float(), dim=-1)
-            next_ids = torch.full((B, 1), self.pad_id, dtype=torch.long, device=device)
-            for i, r in enumerate(requests):
-                if finish[i] is not None:
-                    continue
-                token = self._sample(logits[i].float(), r, generators[i])
+            logp_RV = torch.log_softmax(logits.float(), dim=-1)
+            next_ids = torch.empty((len(active), 1), dtype=torch.long, device=device)
+            for row, i in enumerate(active):
+                r = requests[i]
+                token = self._sample(logits[row].float(), r, generators[i])
                 out_ids[i].append(token)
-                out_lp[i].append(float(logp_BV[i, token]))
-                next_ids[i, 0] = token
+                out_lp[i].append(float(logp_RV[row, token]))
+                next_ids[row, 0] = token
                 if (token in self.eos_ids and not r.ignore_eos) or self._hit_stop(out_ids[i], r.stop):
                     finish[i] = "stop"
                 elif len(out_ids[i]) >= r.max_tokens:
                     finish[i] = "length"
-            if all(f is not None for f in finish):
+            rows = [row for row, i in enumerate(active) if finish[i] is None]
+            for row, i in enumerate(active):
+                if finish[i] is not None:
+                    self._remember(requests[i], out_ids[i], cache, row, slice(longest - lengths[i], longest + step))
+            if not rows:
                 break
-            attn = torch.cat([attn, torch.ones((B, 1), dtype=attn.dtype, device=device)], dim=1)
+            if len(rows) < len(active):  # finished rows leave the batch: no compute is spent on them
+                keep = torch.tensor(rows, device=device)
+                cache.batch_select_indices(keep)
+                attn, positions, next_ids = attn[keep], positions[keep], next_ids[keep]
+                if "adapter_names" in extra:
+                    extra = {"adapter_names": [extra["adapter_names"][row] for row in rows]}
+                active = [active[row] for row in rows]
+            attn = torch.cat([attn, torch.ones((len(active), 1), dtype=attn.dtype, device=device)], dim=1)
             positions = positions + 1
             logits = model(input_ids=next_ids, attention_mask=attn, position_ids=positions, past_key_values=cache, use_cache=True, **extra).logits[:, -1]
-        for i, r in enumerate(requests):
-            # What row i's keys/values hold: its prompt and every sampled token fed back while it was unfinished.
-            fed = max(0, len(out_ids[i]) - 1)
-            keep = slice(longest - lengths[i], longest + fed)
-            layers = [(layer.keys[i : i + 1, :, keep].clone(), layer.values[i : i + 1, :, keep].clone()) for layer in cache.layers]
-            self.cache.store(self._owner(r), r.prompt_ids + out_ids[i][:fed], layers)
         return [self._finish(r, out_ids[i], out_lp[i], finish[i] or "length") for i, r in enumerate(requests)]
+
+    def _remember(self, r: SampleRequest, token_ids: list[int], cache: DynamicCache, row: int, columns: slice):
+        """Keeps a finished request's keys/values for a later prompt that extends it: its prompt and every
+        sampled token fed back (all but the last, which was never fed)."""
+        layers = [(layer.keys[row : row + 1, :, columns].clone(), layer.values[row : row + 1, :, columns].clone()) for layer in cache.layers]
+        self.cache.store(self._owner(r), r.prompt_ids + token_ids[: columns.stop - columns.start - len(r.prompt_ids)], layers)
 
     # --- helpers ------------------------------------------------------------------------------------------
     @contextmanager

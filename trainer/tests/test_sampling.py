@@ -90,3 +90,32 @@ def test_a_trained_adapter_never_reuses_keys_from_before_its_step(tiny_base, tmp
     hits = sampler.cache.hits
     sampler.decode([request])
     assert sampler.cache.hits == hits
+
+
+def test_rows_that_finish_leave_the_batch_and_keep_their_keys_for_the_next_turn(tiny_base, tmp_path):
+    """A batch whose rows stop at different lengths: each gets its own tokens, and its prompt and fed-back
+    tokens are cached as they were when it stopped (the next turn's prefill starts there)."""
+    import torch
+
+    sampler = Sampler(Adapters(tiny_base, tmp_path), mode="throughput", prefix_cache_mb=64)
+    reqs = [SampleRequest(list(range(10 + 7 * i, 40 + 9 * i)), None, max_tokens=n, temperature=1.0, seed=i, ignore_eos=True)
+            for i, n in enumerate([2, 9, 5])]  # fmt: skip
+    rows = []  # the batch size of each decoding step's forward pass
+    hook = tiny_base.model.register_forward_pre_hook(
+        lambda _, args, kwargs: rows.append(kwargs["input_ids"].shape[0]) if kwargs["input_ids"].shape[1] == 1 else None,
+        with_kwargs=True)  # fmt: skip
+    try:
+        samples = sampler.decode(reqs)
+    finally:
+        hook.remove()
+    assert [len(s.token_ids) for s in samples] == [2, 9, 5]
+    assert rows == [3, 2, 2, 2, 1, 1, 1, 1]
+    alone = [Sampler(Adapters(tiny_base, tmp_path / f"alone-{i}"), mode="deterministic").decode([r])[0]
+             for i, r in enumerate(reqs)]  # fmt: skip
+    for batched, single in zip(samples, alone):  # the same seeded draws, batch or not (up to float noise)
+        assert torch.allclose(torch.tensor(batched.logprobs), torch.tensor(single.logprobs), atol=1e-3)
+    for r, s in zip(reqs, samples):
+        follow = r.prompt_ids + s.token_ids + [300]
+        hits = sampler.cache.hits
+        sampler._prefill(SampleRequest(follow, None, max_tokens=1), tiny_base.device)
+        assert sampler.cache.hits - hits == len(r.prompt_ids) + len(s.token_ids) - 1
