@@ -24,6 +24,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "trainer"))
+from evalrl_trainer.base_model import model_dtype  # noqa: E402
 from evalrl_trainer.grpo import LossConfig, grpo_loss, loss_normaliser  # noqa: E402
 from evalrl_trainer.lora import LoraSettings, with_lora  # noqa: E402
 from evalrl_trainer.tiny_model import smollm2_folder  # noqa: E402
@@ -33,6 +34,7 @@ SEQS, SEQ_LEN, PROMPT = 4, 1024, 256
 TRAIN_STEPS = int(os.environ.get("TRAIN_STEPS", 2))
 SAMPLES, SAMPLE_TOKENS = 8, 64
 THREADS = 2
+DTYPE = model_dtype(torch.device("cpu"))  # what the server picks here (auto): both sides run in it
 
 
 def post(path: str, body: dict, timeout=1800) -> dict:
@@ -57,7 +59,7 @@ def plain_training(folder: Path, seqs: list[dict]) -> float:
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
-    model = with_lora(AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32), LoraSettings(rank=16, alpha=32))
+    model = with_lora(AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPE), LoraSettings(rank=16, alpha=32))
     model.train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
     ids = torch.tensor([s["token_ids"] for s in seqs])
@@ -84,7 +86,7 @@ def plain_training(folder: Path, seqs: list[dict]) -> float:
 def plain_sampling(folder: Path, prompt_ids: list[int]) -> float:
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPE).eval()
     ids = torch.tensor([prompt_ids])
     t = time.perf_counter()
     with torch.no_grad():
@@ -162,7 +164,7 @@ def main():
     torch.set_num_threads(THREADS)
     folder = smollm2_folder()
     seqs = training_batch(49152)
-    print(f"bench/trainer: SmolLM2-135M on CPU ({THREADS} threads); train {SEQS}×{SEQ_LEN} tokens, sample {SAMPLES}×{SAMPLE_TOKENS}")
+    print(f"bench/trainer: SmolLM2-135M on CPU ({THREADS} threads, {DTYPE}); train {SEQS}×{SEQ_LEN} tokens, sample {SAMPLES}×{SAMPLE_TOKENS}")
     server_train, server_sample, prompt_ids, peak = server_figures(folder, seqs)
     peak_long, long_tps = long_step_peak(folder)
     plain_train = plain_training(folder, seqs)
@@ -179,6 +181,7 @@ def main():
         "peak_rss_gib_8x4096": round(peak_long, 2),
         "train_tokens_per_s_8x4096": round(long_tps, 1),
         "targets": {"train_ratio_vs_plain": ">= 0.9", "sample_ratio_vs_plain": ">= 2", "peak_rss_gib": "<= 4"},
+        "dtype": str(DTYPE).removeprefix("torch."),
         "torch": torch.__version__,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

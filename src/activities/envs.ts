@@ -16,10 +16,28 @@ export function createEnvs(deps: EnvDeps) {
   return <C extends EnvConfig>(config: C) => envs[config.kind] as unknown as Env<C>;
 }
 
-/** An activity's hooks for the samples it makes: a heartbeat after every model call, and its cancellation. */
-export function activityHooks(progress: () => object = () => ({})): SampleHooks {
+/**
+ * Runs an activity's sampling with its hooks: a heartbeat after every model call (with the calls so far) and at
+ * a third of the heartbeat timeout in between — one model call may outlast the timeout (its own timeout
+ * bounds it), while a dead worker still stops beating — and the activity's cancellation.
+ */
+export async function withSampleHooks<T>(work: (hooks: SampleHooks) => Promise<T>): Promise<T> {
   const context = Context.current();
   // Every concurrent model call of the activity listens for its cancellation: dozens at once is by design.
   setMaxListeners(1000, context.cancellationSignal);
-  return { onTurn: () => context.heartbeat(progress()), signal: context.cancellationSignal };
+  let turns = 0;
+  const beat = () => context.heartbeat({ turns });
+  const timeout = context.info.heartbeatTimeoutMs;
+  const keepAlive = timeout ? setInterval(beat, Math.max(1000, timeout / 3)) : undefined;
+  try {
+    return await work({
+      onTurn: () => {
+        turns++;
+        beat();
+      },
+      signal: context.cancellationSignal,
+    });
+  } finally {
+    clearInterval(keepAlive);
+  }
 }

@@ -1,6 +1,6 @@
 import type { StageInput } from '../contract';
 import type { GroupInput, SampleRef, ScoredGroup } from '../grpo/env';
-import { activityHooks, type createEnvs } from './envs';
+import { withSampleHooks, type createEnvs } from './envs';
 import { classified } from './failures';
 
 /** The evalrl-judge queue: rewarding samples (the reward model's judgements, teacher labels). */
@@ -8,12 +8,8 @@ export function createJudgeActivities(envOf: ReturnType<typeof createEnvs>) {
   return {
     rewardGroup: (input: GroupInput & { env: StageInput['env']; samples: SampleRef[] }) =>
       classified(async (): Promise<ScoredGroup> => {
-        let turns = 0;
-        const rewards = await envOf(input.env).reward(
-          input.env,
-          input,
-          input.samples,
-          activityHooks(() => ({ turns: ++turns })),
+        const rewards = await withSampleHooks((hooks) =>
+          envOf(input.env).reward(input.env, input, input.samples, hooks),
         );
         return { taskId: input.taskId, samples: input.samples, ...rewards };
       }),

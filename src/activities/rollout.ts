@@ -2,7 +2,7 @@ import type { EvaluationResult, StageInput } from '../contract';
 import type { EvaluationInput, GroupInput } from '../grpo/env';
 import { prepareCandidates, type CandidatesInput } from '../env/rewardModelData';
 import type { EnvDeps } from '../env/episodes';
-import { activityHooks, type createEnvs } from './envs';
+import { withSampleHooks, type createEnvs } from './envs';
 import { classified } from './failures';
 
 export type EvaluateInput = EvaluationInput & { env: StageInput['env']; kind: EvaluationResult['kind'] };
@@ -12,35 +12,16 @@ export function createRolloutActivities(deps: EnvDeps, envOf: ReturnType<typeof 
   return {
     /** A group of samples of one task, each stored once under its key (a retry finds the stored ones). */
     rolloutGroup: (input: GroupInput & { env: StageInput['env'] }) =>
-      classified(async () => {
-        let turns = 0;
-        return envOf(input.env).rollout(
-          input.env,
-          input,
-          activityHooks(() => ({ turns: ++turns })),
-        );
-      }),
+      classified(() => withSampleHooks((hooks) => envOf(input.env).rollout(input.env, input, hooks))),
 
     /** The reward model's labelled candidates of a split (see src/env/rewardModelData.ts). */
     prepareCandidates: (input: CandidatesInput) =>
-      classified(async () => {
-        let turns = 0;
-        return prepareCandidates(
-          deps,
-          input,
-          activityHooks(() => ({ turns: ++turns })),
-        );
-      }),
+      classified(() => withSampleHooks((hooks) => prepareCandidates(deps, input, hooks))),
 
     /** The environment's evaluation of a model on held-out tasks; stored with the run. */
     evaluate: (input: EvaluateInput) =>
       classified(async (): Promise<EvaluationResult> => {
-        let turns = 0;
-        const metrics = await envOf(input.env).evaluate(
-          input.env,
-          input,
-          activityHooks(() => ({ turns: ++turns })),
-        );
+        const metrics = await withSampleHooks((hooks) => envOf(input.env).evaluate(input.env, input, hooks));
         const result = { label: input.label, kind: input.kind, model: input.model, metrics };
         await deps.store.runs.recordEvaluation(input.runId, input.split, result);
         return result;
