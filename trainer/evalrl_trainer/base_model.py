@@ -48,21 +48,13 @@ def converted_folder(gguf: Path, cache: Path) -> Path:
     return folder
 
 
-def cpu_has_amx_bf16() -> bool:
-    """Intel AMX with bf16 tiles (Sapphire Rapids and later): bf16 matrix products there run several times faster
-    than fp32 ones, where without it bf16 is emulated and slower."""
-    try:
-        return " amx_bf16" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-
-
 def model_dtype(device: torch.device, requested: str = "auto") -> torch.dtype:
-    """The base model's dtype: as requested, or bf16 on a GPU and on a CPU with AMX, fp32 elsewhere. LoRA
-    weights stay fp32 either way (PEFT keeps adapters in fp32), and logprobs are computed in fp32."""
+    """The base model's dtype: as requested, or bf16 on a GPU and fp32 on a CPU. On a CPU, even one with AMX
+    (where bf16 trains 1.27x faster), a judge warm-started in bf16 gave no verdict in 37 of 40 held-out
+    judgements against 0 of 32 in fp32, so bf16 there is opt-in. LoRA weights and logprobs stay fp32."""
     if requested != "auto":
         return {"float32": torch.float32, "bfloat16": torch.bfloat16}[requested]
-    return torch.bfloat16 if device.type == "cuda" or cpu_has_amx_bf16() else torch.float32
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
 def load_base_model(path: str | Path, cache: Path, device: str | None = None, dtype: str = "float32") -> BaseModel:
