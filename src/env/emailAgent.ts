@@ -115,6 +115,7 @@ export async function runEpisode(
   facts.turns = loop.turns.length;
   facts.malformedCalls = loop.malformed;
   facts.ending = loop.ending === 'done' ? 'answered' : loop.ending;
+  facts.modelError = loop.error;
   facts.searchedIds = [...new Set(facts.searchedIds)];
   facts.readIds = [...new Set(facts.readIds)];
   return { messages: loop.messages, turns: loop.turns, facts, wallMs: Date.now() - started };

@@ -23,6 +23,8 @@ export const episodeFactsSchema = z.object({
   badArguments: z.number().int(),
   turns: z.number().int(),
   ending: z.enum(['answered', 'max_turns', 'context_budget', 'malformed', 'model_error']),
+  /** Why the episode ended as model_error, stored with it (absent in episodes stored before this field). */
+  modelError: z.string().nullable().optional(),
 });
 export type EpisodeFacts = z.infer<typeof episodeFactsSchema>;
 
@@ -46,5 +48,6 @@ export function initialFacts(): EpisodeFacts {
     badArguments: 0,
     turns: 0,
     ending: 'max_turns',
+    modelError: null,
   };
 }

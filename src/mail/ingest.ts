@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Db } from '../store/db';
 import { Piscina } from 'piscina';
 import type { ParseResult, RawMessage } from './email';
-import { deriveInboxAddresses, ingestedSources, storeBatch } from '../store/ingest';
+import { deriveInboxAddresses, ingestedSources, storeBatchOrEach } from '../store/ingest';
 
 export interface IngestOptions {
   batchSize?: number;
@@ -29,7 +29,8 @@ const CHUNK = 250; // messages per parse task: big enough to amortise the hop to
 /**
  * Streams messages from disk through a pool of parser threads into PostgreSQL, in order, a batch per
  * transaction. Sources recorded in ingest_sources are skipped, so an interrupted ingest resumes and a
- * second one adds nothing. Bad messages are reported (and recorded), never fatal.
+ * second one adds nothing. Bad messages are reported (and recorded), never fatal: a batch PostgreSQL refuses
+ * is stored one message at a time.
  */
 export async function ingest(
   db: Db,
@@ -57,11 +58,11 @@ export async function ingest(
     const batch = pending;
     pending = [];
     await storing;
-    storing = storeBatch(db, batch).then((counts) => {
+    storing = storeBatchOrEach(db, batch).then((counts) => {
       progress.stored += counts.stored;
       progress.duplicates += counts.duplicates;
-      progress.rejected += counts.rejected;
-      for (const r of batch) if (!r.ok) rejects.push({ source: r.source, reason: r.reason });
+      progress.rejected += counts.rejects.length;
+      rejects.push(...counts.rejects);
       options.onProgress?.({ ...progress });
     });
   };

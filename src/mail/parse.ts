@@ -1,5 +1,5 @@
 import PostalMime from 'postal-mime';
-import { emailSchema, type Address, type ParseResult, type RawMessage } from './email';
+import { emailSchema, MAX_MESSAGE_BYTES, type Address, type ParseResult, type RawMessage } from './email';
 
 type PostalAddress = { address?: string; name?: string; group?: PostalAddress[] };
 
@@ -18,6 +18,12 @@ function addresses(list: PostalAddress[] | PostalAddress | undefined): Address[]
 /** Parses one message (RFC 822 via postal-mime, or a JSONL object); a bad message yields a reason, never a throw. */
 export async function parseMessage(message: RawMessage): Promise<ParseResult> {
   const origin = { inbox: message.inbox, folder: message.folder, source: message.source };
+  if ('oversize' in message)
+    return {
+      ...origin,
+      ok: false,
+      reason: `${message.oversize} bytes, over the ${MAX_MESSAGE_BYTES}-byte cap`,
+    };
   try {
     const candidate = 'json' in message ? message.json : await parseRfc822(message.raw);
     const parsed = emailSchema.safeParse(candidate);
@@ -25,8 +31,6 @@ export async function parseMessage(message: RawMessage): Promise<ParseResult> {
       const issue = parsed.error.issues[0];
       return { ...origin, ok: false, reason: `${issue.path.join('.') || 'email'}: ${issue.message}` };
     }
-    if (parsed.data.body.includes('\u0000'))
-      return { ...origin, ok: false, reason: 'body contains NUL bytes' };
     return { ...origin, ok: true, email: parsed.data };
   } catch (err) {
     return { ...origin, ok: false, reason: `unparseable: ${(err as Error).message}` };

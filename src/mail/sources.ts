@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
-import type { RawMessage } from './email';
+import { MAX_MESSAGE_BYTES, type RawMessage } from './email';
 
 export type MailFormat = 'maildir' | 'mbox' | 'jsonl';
 
@@ -16,33 +16,44 @@ export async function* readMaildir(root: string, inbox?: string): AsyncGenerator
   for (const { user, dir } of users) {
     for await (const file of walkFiles(dir)) {
       const folder = path.relative(dir, path.dirname(file)).split(path.sep).join('/');
-      yield { inbox: user, folder, source: file, raw: await fs.promises.readFile(file) };
+      const { size } = await fs.promises.stat(file);
+      yield size > MAX_MESSAGE_BYTES
+        ? { inbox: user, folder, source: file, oversize: size }
+        : { inbox: user, folder, source: file, raw: await fs.promises.readFile(file) };
     }
   }
 }
 
-/** An mbox file (messages start at lines beginning `From `; `>From ` unquoted as in mboxrd). */
+/**
+ * An mbox file (messages start at lines beginning `From `; `>From ` unquoted as in mboxrd). Read as latin1,
+ * one char per byte, so 8-bit content reaches the MIME parser as the bytes it was (its charset decodes them).
+ */
 export async function* readMbox(file: string, inbox: string): AsyncGenerator<RawMessage> {
   let lines: string[] = [];
+  let bytes = 0;
   let index = 0;
-  const flush = (): RawMessage => ({
-    inbox,
-    folder: path.basename(file),
-    source: `${file}#${index++}`,
-    raw: Buffer.from(lines.join('\n'), 'utf8'),
-  });
+  const flush = (): RawMessage => {
+    const origin = { inbox, folder: path.basename(file), source: `${file}#${index++}` };
+    const message =
+      bytes > MAX_MESSAGE_BYTES
+        ? { ...origin, oversize: bytes }
+        : { ...origin, raw: Buffer.from(lines.join('\n'), 'latin1') };
+    lines = [];
+    bytes = 0;
+    return message;
+  };
   for await (const line of readline.createInterface({
-    input: fs.createReadStream(file),
+    input: fs.createReadStream(file, { encoding: 'latin1' }),
     crlfDelay: Infinity,
   })) {
     if (line.startsWith('From ')) {
-      if (lines.length > 0) yield flush();
-      lines = [];
+      if (bytes > 0) yield flush();
       continue;
     }
-    lines.push(/^>+From /.test(line) ? line.slice(1) : line);
+    bytes += line.length + 1;
+    if (bytes <= MAX_MESSAGE_BYTES) lines.push(/^>+From /.test(line) ? line.slice(1) : line);
   }
-  if (lines.length > 0) yield flush();
+  if (bytes > 0) yield flush();
 }
 
 /** JSONL, one email object per line (see emailSchema); a line that is not JSON is passed on as text for the report. */
@@ -54,13 +65,18 @@ export async function* readJsonl(file: string, inbox: string): AsyncGenerator<Ra
   })) {
     lineNo++;
     if (line.trim() === '') continue;
+    const origin = { inbox, folder: path.basename(file), source: `${file}:${lineNo}` };
+    if (line.length > MAX_MESSAGE_BYTES) {
+      yield { ...origin, oversize: Buffer.byteLength(line) };
+      continue;
+    }
     let json: unknown;
     try {
       json = JSON.parse(line);
     } catch {
       json = { invalidJson: line.slice(0, 80) };
     }
-    yield { inbox, folder: path.basename(file), source: `${file}:${lineNo}`, json };
+    yield { ...origin, json };
   }
 }
 

@@ -186,7 +186,7 @@ export async function judge(
     j,
     loop.ending === 'done'
       ? `no valid verdict after ${badVerdicts} invalid one(s)`
-      : `no verdict: ${loop.ending} after ${loop.turns.length} turn(s)`,
+      : `no verdict: ${loop.ending} after ${loop.turns.length} turn(s)${loop.error ? ` (${loop.error})` : ''}`,
   );
 }
 

@@ -6,6 +6,7 @@ import {
   claimPort,
   managedProcess,
   peakResidentGib,
+  reuseIfHealthy,
   runningPid,
   startDetached,
   stopManaged,
@@ -44,10 +45,9 @@ export async function startModelServer(
   const proc = modelServerProcess(config);
   const url = new URL(config.modelServer.url);
   const hint = 'set EVALRL_MODEL_SERVER_URL to use it';
-  if ((await claimPort(proc, url.hostname, Number(url.port), hint)) === 'ours') {
-    await waitUntil('model server', () => modelServerHealthy(config), 180_000, proc.logFile);
-    return 'reused';
-  }
+  const ready = () => waitUntil('model server', () => modelServerHealthy(config), 180_000, proc.logFile);
+  const ours = (await claimPort(proc, url.hostname, Number(url.port), hint)) === 'ours';
+  if (ours && (await reuseIfHealthy(proc, ready))) return 'reused';
   const python = path.join(config.venv, 'bin', 'python');
   if (!fs.existsSync(python))
     throw new Error(`Python environment not found at ${config.venv}; run \`make setup\` first`);
@@ -70,7 +70,7 @@ export async function startModelServer(
     cwd: path.join(repoRoot(), 'trainer'),
     env: { ...process.env, PYTHONUNBUFFERED: '1' },
   });
-  await waitUntil('model server', () => modelServerHealthy(config), 180_000, proc.logFile);
+  await ready();
   return 'started';
 }
 

@@ -5,7 +5,14 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { localPostgres, type Config } from '../config';
-import { claimPort, managedProcess, startDetached, stopManaged, waitUntil } from './processes';
+import {
+  claimPort,
+  managedProcess,
+  reuseIfHealthy,
+  startDetached,
+  stopManaged,
+  waitUntil,
+} from './processes';
 
 /** PostgreSQL refuses to run as root; under root the server runs as this unprivileged user. */
 const SERVER_USER = 'postgres';
@@ -47,10 +54,9 @@ export async function startPostgres(config: Config): Promise<'started' | 'reused
   }
   const proc = postgresProcess(config);
   const hint = 'set DATABASE_URL to use that server, or EVALRL_PG_PORT to pick another port';
-  if ((await claimPort(proc, '127.0.0.1', config.postgres.port, hint)) === 'ours') {
-    await waitUntil('PostgreSQL', () => postgresHealthy(config), 60_000, proc.logFile);
-    return 'reused';
-  }
+  const ready = () => waitUntil('PostgreSQL', () => postgresHealthy(config), 60_000, proc.logFile);
+  const ours = (await claimPort(proc, '127.0.0.1', config.postgres.port, hint)) === 'ours';
+  if (ours && (await reuseIfHealthy(proc, ready))) return 'reused';
   const cluster = clusterDir(config);
   if (!fs.existsSync(path.join(cluster, 'PG_VERSION'))) await initialiseCluster(config, cluster);
   const binaries = await postgresBinaries();
@@ -60,7 +66,7 @@ export async function startPostgres(config: Config): Promise<'started' | 'reused
     ['-D', cluster, '-p', String(config.postgres.port), '-h', '127.0.0.1', '-k', cluster],
     { ...serverUserIds(), env: { ...process.env, LC_MESSAGES: 'C' } },
   );
-  await waitUntil('PostgreSQL', () => postgresHealthy(config), 60_000, proc.logFile);
+  await ready();
   return 'started';
 }
 

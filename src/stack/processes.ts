@@ -139,6 +139,24 @@ function tryOr<T>(read: () => T, fallback: T): T {
 }
 const readOr = (file: string, fallback: string) => tryOr(() => fs.readFileSync(file, 'utf8'), fallback);
 
+/**
+ * For a service of ours that is already running (claimPort said `ours`): waits until it is healthy and says
+ * true, or — one that never gets healthy (wedged by an interrupted `up`) — stops it and says false, so that
+ * the caller starts it anew instead of failing the same way at every `up`.
+ */
+export async function reuseIfHealthy(proc: ManagedProcess, ready: () => Promise<void>): Promise<boolean> {
+  try {
+    await ready();
+    return true;
+  } catch (err) {
+    console.warn(
+      `${proc.name}: our running one is not healthy (${(err as Error).message}); starting it anew`,
+    );
+    await stopManaged(proc, 'SIGTERM', 5_000);
+    return false;
+  }
+}
+
 /** Polls `check` until it succeeds; on timeout the error names the service and points at its log. */
 export async function waitUntil(
   what: string,

@@ -5,7 +5,15 @@ import { msToTs } from '@temporalio/common/lib/time';
 import { temporal as temporalProto } from '@temporalio/proto';
 import type { Config } from '../config';
 import { SEARCH_ATTRIBUTES } from '../contract';
-import { claimPort, managedProcess, portOpen, startDetached, stopManaged, waitUntil } from './processes';
+import {
+  claimPort,
+  managedProcess,
+  portOpen,
+  reuseIfHealthy,
+  startDetached,
+  stopManaged,
+  waitUntil,
+} from './processes';
 
 const { IndexedValueType } = temporalProto.api.enums.v1;
 const ALREADY_EXISTS = 6; // gRPC status code
@@ -47,11 +55,9 @@ export async function startTemporal(config: Config): Promise<'started' | 'reused
     await ensureNamespace(config);
   };
   const hint = `set TEMPORAL_ADDRESS=127.0.0.1:${config.temporal.port} to use it, or EVALRL_TEMPORAL_PORT to pick another port`;
-  if ((await claimPort(proc, '127.0.0.1', config.temporal.port, hint)) === 'ours') {
-    // Perhaps still starting, or started by an `up` that stopped before registering the namespace.
-    await ready();
-    return 'reused';
-  }
+  // Ours may still be starting, or was started by an `up` that stopped before registering the namespace.
+  const ours = (await claimPort(proc, '127.0.0.1', config.temporal.port, hint)) === 'ours';
+  if (ours && (await reuseIfHealthy(proc, ready))) return 'reused';
   const binary = path.join(config.venv, 'bin', 'temporal');
   if (!fs.existsSync(binary))
     throw new Error(`Temporal CLI not found at ${binary}; run \`make setup\` first`);

@@ -8,12 +8,39 @@ import type { Db } from './db';
 export interface BatchCounts {
   stored: number;
   duplicates: number;
-  rejected: number;
+  rejects: { source: string; reason: string }[];
 }
 
 /** COPY text format escaping: backslash, tab, newline and carriage return. */
 const copyField = (value: string) =>
   value.replace(/\\/g, '\\\\').replace(/\t/g, '\\t').replace(/\n/g, '\\n').replace(/\r/g, '\\r');
+
+/**
+ * Stores a batch; if PostgreSQL refuses it (a value the parser let through), stores its messages one at a
+ * time, so that one poison message costs only itself: it is recorded as rejected with PostgreSQL's reason and
+ * every good message of the batch is stored.
+ */
+export async function storeBatchOrEach(db: Db, results: ParseResult[]): Promise<BatchCounts> {
+  try {
+    return await storeBatch(db, results);
+  } catch (err) {
+    if (results.length === 1) {
+      const { inbox, folder, source, ok } = results[0];
+      if (!ok) throw err; // recording a reject failed: the database's fault, not the message's
+      return storeBatch(db, [
+        { inbox, folder, source, ok: false, reason: `not storable: ${(err as Error).message}` },
+      ]);
+    }
+    const total: BatchCounts = { stored: 0, duplicates: 0, rejects: [] };
+    for (const r of results) {
+      const counts = await storeBatchOrEach(db, [r]);
+      total.stored += counts.stored;
+      total.duplicates += counts.duplicates;
+      total.rejects.push(...counts.rejects);
+    }
+    return total;
+  }
+}
 
 /**
  * Stores one batch atomically: COPY into a staging table, then new emails, their recipients, the mailbox
@@ -85,7 +112,8 @@ export async function storeBatch(db: Db, results: ParseResult[]): Promise<BatchC
         [bad.map((r) => r.source), bad.map((r) => r.inbox), bad.map((r) => (r.ok ? '' : r.reason))],
       );
     }
-    return { stored, duplicates: good.length - stored, rejected: bad.length };
+    const rejects = bad.map((r) => ({ source: r.source, reason: r.ok ? '' : r.reason }));
+    return { stored, duplicates: good.length - stored, rejects };
   });
 }
 

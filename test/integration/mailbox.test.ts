@@ -86,6 +86,64 @@ describe('ingest', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
+  it('rejects poison messages one by one, stores every good one beside them, and resumes exactly', async () => {
+    const dir = tempDataDir('evalrl-poison-');
+    const inbox = path.join(dir, 'maildir', 'poison-x', 'inbox');
+    fs.mkdirSync(inbox, { recursive: true });
+    const mail = (id: string, headers = '', body = 'body') =>
+      `Message-ID: <${id}@evalrl>\nDate: Mon, 1 Jan 2001 10:00:00 -0600\nFrom: x@enron.com\nTo: y@enron.com\nSubject: ${id}\n${headers}\n${body}\n`;
+    fs.writeFileSync(path.join(inbox, '1.'), mail('poison.good1'));
+    fs.writeFileSync(
+      path.join(inbox, '2.'),
+      mail('poison.nul').replace('Subject: poison.nul', 'Subject: a\0b'),
+    );
+    fs.writeFileSync(path.join(inbox, '3.'), mail('x'.repeat(5000)));
+    fs.writeFileSync(path.join(inbox, '4.'), mail('poison.huge', '', 'y'.repeat(26 * 2 ** 20)));
+    fs.writeFileSync(path.join(inbox, '5.'), mail('poison.good2'));
+    const first = await ingestJson(path.join(dir, 'maildir'));
+    expect(first).toMatchObject({ read: 5, stored: 2, rejected: 3 });
+    expect(first.rejects.map((r: { reason: string }) => r.reason)).toEqual([
+      expect.stringMatching(/^subject: contains a NUL/),
+      expect.stringMatching(/^messageId: longer than 998/),
+      expect.stringMatching(/over the 26214400-byte cap/),
+    ]);
+
+    // A value only PostgreSQL refuses (a year before 4713 BC) fails its batch: the batch is stored one by one.
+    const jsonl = path.join(dir, 'mail.jsonl');
+    const line = (id: string, date = '2001-02-03T00:00:00Z') =>
+      JSON.stringify({ messageId: `<${id}@evalrl>`, from: { address: 'x@enron.com' }, date, body: id });
+    fs.writeFileSync(
+      jsonl,
+      [line('pj.1'), line('pj.bad', '-005000-01-01T00:00:00Z'), line('pj.2')].join('\n'),
+    );
+    const json = await ingestJson(jsonl, '--inbox', 'poison-j');
+    expect(json).toMatchObject({ read: 3, stored: 2, rejected: 1 });
+    expect(json.rejects[0]).toMatchObject({
+      source: `${jsonl}:2`,
+      reason: expect.stringMatching(/^not storable: /),
+    });
+
+    // 8-bit mbox content reaches the MIME parser as bytes: its charset decodes it.
+    const mbox = path.join(dir, 'latin1.mbox');
+    const latin1 = mail('poison.latin1', 'Content-Type: text/plain; charset=iso-8859-1\n', 'caf\xe9');
+    fs.writeFileSync(mbox, Buffer.from(`From x@enron.com Mon Jan  1 10:00:00 2001\n${latin1}`, 'latin1'));
+    expect(await ingestJson(mbox, '--inbox', 'poison-m')).toMatchObject({ stored: 1, rejected: 0 });
+    expect((await readEmail(pool, { inbox: 'poison-m' }, '<poison.latin1@evalrl>'))?.body).toContain('café');
+
+    const again = await ingestJson(path.join(dir, 'maildir'));
+    expect(again).toMatchObject({ read: 5, alreadyIngested: 5, stored: 0, rejected: 0 });
+    const ledger = await pool.query(
+      `SELECT status, count(*)::int AS n FROM ingest_sources WHERE inbox_id IN ('poison-x', 'poison-j') GROUP BY 1 ORDER BY 1`,
+    );
+    expect(ledger.rows).toEqual([
+      { status: 'rejected', n: 4 },
+      { status: 'stored', n: 4 },
+    ]);
+    for (const id of ['<poison.good1@evalrl>', '<poison.good2@evalrl>'])
+      expect(await readEmail(pool, { inbox: 'poison-x' }, id)).not.toBeNull();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
   it('ingests mbox and JSONL files, reporting bad JSONL lines by line number', async () => {
     const dir = tempDataDir('evalrl-mbox-');
     const mbox = path.join(dir, 'mail.mbox');

@@ -53,6 +53,13 @@ it('start → status → set → watch until done → list, with --json for scri
   expect(watched.stdout).toMatch(new RegExp(`run ${started.runId} \\(tiny-cli\\): done`));
   expect(watched.stdout).toMatch(/policy: step 2\/2, done/);
   expect(watched.stdout).toMatch(/eval policy:base/);
+  // Not a terminal: one line per change (progress lines, time stripped, never repeat one another).
+  const progress = watched.stdout
+    .split('\n')
+    .filter((l) => /^\d\d:\d\d:\d\d run /.test(l))
+    .map((l) => l.slice(9));
+  expect(progress.length).toBeGreaterThan(1);
+  progress.slice(1).forEach((line, i) => expect(line).not.toBe(progress[i]));
 
   const human = await cli(['run', 'status', started.runId], env);
   expect(human.stdout).toMatch(/checkpoints: rm-cli@step-2, policy-cli@step-2/);

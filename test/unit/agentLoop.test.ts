@@ -1,6 +1,7 @@
 import path from 'node:path';
 import OpenAI, { APIError } from 'openai';
 import { agentLoop, BadSamplingRequest, type LoopSettings } from '../../src/env/agentLoop';
+import { runEpisode } from '../../src/env/emailAgent';
 import type { Mailbox } from '../../src/mail/search';
 import { judge } from '../../src/reward/judge';
 import { loadSkills } from '../../src/reward/skills';
@@ -96,5 +97,20 @@ describe('the judge', () => {
     expect(results).toHaveLength(hostile.length * 3 + 3);
     for (const r of results.slice(0, -1)) expect(r).toMatch(/^Error: /);
     expect(results.join('\n')).not.toMatch(/\[native code\]|function \w*\(|\[object Object\]/); // no internals leak
+  });
+
+  it('stores why an episode ended as model_error with its facts', async () => {
+    const noChoice = {
+      chat: { completions: { create: async () => ({ choices: [] }) } },
+    } as unknown as OpenAI;
+    const question = { question: 'q?', inbox: 'a', inboxAddress: null, queryDate: new Date('2001-06-01') };
+    const episode = await runEpisode(noChoice, {} as Mailbox, question, {
+      ...settings,
+      demonstration: false,
+      searchHits: 2,
+      bodyChars: 100,
+    });
+    expect(episode.facts.ending).toBe('model_error');
+    expect(episode.facts.modelError).toBe('the endpoint returned no choice');
   });
 });

@@ -46,6 +46,16 @@ describe('parseMessage', () => {
     ],
     ['a bad date', 'Message-ID: <x@y>\nDate: someday\nFrom: a@b.c\n\nhi', /date/],
     ['no sender', 'Message-ID: <x@y>\nDate: Thu, 14 Dec 2000 06:33:00 -0800\n\nhi', /from/],
+    [
+      'a NUL in a header PostgreSQL cannot store',
+      'Message-ID: <x@y>\nDate: Thu, 14 Dec 2000 06:33:00 -0800\nFrom: a@b.c\nSubject: a\0b\n\nhi',
+      /^subject: contains a NUL/,
+    ],
+    [
+      'a Message-ID longer than a mail line',
+      `Message-ID: <${'x'.repeat(1200)}@y>\nDate: Thu, 14 Dec 2000 06:33:00 -0800\nFrom: a@b.c\n\nhi`,
+      /^messageId: longer than 998/,
+    ],
   ])('rejects %s with a reason', async (_name, text, reason) => {
     const result = await parseMessage(raw(text));
     expect(result.ok).toBe(false);
@@ -69,5 +79,10 @@ describe('parseMessage', () => {
       json: { messageId: '<j@2>', from: { address: 'a@b.c' }, date: 'x' },
     });
     expect(bad).toMatchObject({ ok: false, reason: expect.stringMatching(/^(date|body)/) });
+  });
+
+  it('rejects a message too big to read, unread', async () => {
+    const result = await parseMessage({ ...origin, oversize: 30 * 2 ** 20 });
+    expect(result).toMatchObject({ ok: false, reason: expect.stringMatching(/over the \d+-byte cap/) });
   });
 });

@@ -2,7 +2,15 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { claimPort, managedProcess, portHolder } from '../../src/stack/processes';
+import {
+  claimPort,
+  isAlive,
+  managedProcess,
+  portHolder,
+  reuseIfHealthy,
+  runningPid,
+  startDetached,
+} from '../../src/stack/processes';
 
 /** A listener of this test process on a free loopback port. */
 async function listen(): Promise<{ server: net.Server; port: number }> {
@@ -52,5 +60,22 @@ describe('a service port', () => {
     await new Promise((resolve) => server.close(resolve));
     await expect(claimPort(proc, '127.0.0.1', port, 'hint')).resolves.toBe('free');
     expect(portHolder(port)).toBeNull();
+  });
+});
+
+describe('our own running service', () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'evalrl-reuse-'));
+  const proc = managedProcess(dataDir, 'wedged');
+
+  it('is reused when it gets healthy, and stopped (to be started anew) when it never does', async () => {
+    const pid = startDetached(proc, 'sleep', ['60']);
+    await expect(reuseIfHealthy(proc, async () => {})).resolves.toBe(true);
+    expect(runningPid(proc)).toBe(pid);
+    const never = async () => {
+      throw new Error('did not become healthy within 1s');
+    };
+    await expect(reuseIfHealthy(proc, never)).resolves.toBe(false);
+    expect(isAlive(pid)).toBe(false);
+    expect(fs.existsSync(proc.pidFile)).toBe(false);
   });
 });

@@ -99,6 +99,8 @@ def test_bad_sampling_requests(server):
     assert too_long.status_code == 400 and too_long.json()["error"]["message"].startswith("max_tokens")
     bad_role = client.post("/v1/chat/completions", json={"messages": [{"role": "robot", "content": "x"}]})
     assert bad_role.status_code == 400 and bad_role.json()["error"]["message"].startswith("messages")
+    too_many = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "n": 65})
+    assert too_many.status_code == 400 and too_many.json()["error"]["message"].startswith("n")
 
 
 def test_refuses_a_public_address_without_a_token(monkeypatch):
