@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 EVALRL := node dist/src/cli/main.js
 
-.PHONY: setup build lint test test-unit test-trainer test-integration demo down bench-search bench-trainer bench-rollout bench-orchestration
+.PHONY: setup build lint test test-unit test-trainer test-integration demo down bench-search bench-recall bench-trainer bench-rollout bench-orchestration
 
 setup: node_modules/.evalrl-installed
 	@bash infra/python-env.sh
@@ -41,6 +41,9 @@ down: build
 
 bench-search: build
 	node dist/bench/search.js
+
+bench-recall: build
+	node dist/bench/recall.js
 
 bench-trainer: setup
 	.venv/bin/python bench/trainer.py

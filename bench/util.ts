@@ -29,3 +29,11 @@ export function writeResult(name: string, figures: Record<string, unknown>) {
   );
   console.log(`wrote ${path.relative(process.cwd(), file)}`);
 }
+
+/** Adds figures to bench/results/NAME.json, keeping the ones another benchmark wrote there. */
+export function mergeResult(name: string, figures: Record<string, unknown>) {
+  const file = path.join(repoRoot(), 'bench', 'results', `${name}.json`);
+  const existing = fs.existsSync(file) ? JSON.parse(fs.readFileSync(file, 'utf8')) : {};
+  fs.writeFileSync(file, JSON.stringify({ ...existing, ...figures }, null, 2) + '\n');
+  console.log(`updated ${path.relative(process.cwd(), file)}`);
+}

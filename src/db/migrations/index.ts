@@ -6,6 +6,7 @@ import { judgements } from './005_judgements';
 import { stepMetrics } from './006_step_metrics';
 import { runs } from './007_runs';
 import { searchParts } from './008_search_parts';
+import { searchTags } from './009_search_tags';
 
 export interface Migration {
   version: number;
@@ -23,4 +24,5 @@ export const MIGRATIONS: Migration[] = [
   stepMetrics,
   runs,
   searchParts,
+  searchTags,
 ];
