@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { from as copyFrom } from 'pg-copy-streams';
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
@@ -44,7 +45,7 @@ export async function storeBatchOrEach(db: Db, results: ParseResult[]): Promise<
 
 /**
  * Stores one batch atomically: COPY into a staging table, then new emails, their recipients, the mailbox
- * links (also for duplicates, so each owner sees the mail) and the rejects. A crash loses at most this batch,
+ * links (also for duplicates — the same Message-ID and content — so each owner sees the mail) and the rejects. A crash loses at most this batch,
  * which the next run redoes.
  */
 export async function storeBatch(db: Db, results: ParseResult[]): Promise<BatchCounts> {
@@ -58,7 +59,7 @@ export async function storeBatch(db: Db, results: ParseResult[]): Promise<BatchC
     if (good.length > 0) {
       await client.query(`
         CREATE TEMP TABLE staging (
-          inbox text, folder text, source text, message_id text, subject text, from_address text,
+          inbox text, folder text, source text, message_id text, digest text, subject text, from_address text,
           from_name text, date timestamptz, body text, recipients jsonb
         ) ON COMMIT DROP`);
       const rows = good.map((r) => {
@@ -68,21 +69,24 @@ export async function storeBatch(db: Db, results: ParseResult[]): Promise<BatchC
           ...e.cc.map((a) => ({ kind: 'cc', ...a })),
           ...e.bcc.map((a) => ({ kind: 'bcc', ...a })),
         ];
-        const fields = [r.inbox, r.folder, r.source, e.messageId, e.subject, e.from.address, e.from.name];
-        return (
-          [...fields, e.date.toISOString(), e.body, JSON.stringify(recipients)].map(copyField).join('\t') +
-          '\n'
-        );
+        const content = [e.subject, e.from.address, e.from.name, e.date.toISOString(), e.body];
+        const recipientsJson = JSON.stringify(recipients);
+        const digest = createHash('sha256')
+          .update(JSON.stringify([...content, recipientsJson]))
+          .digest('hex');
+        const fields = [r.inbox, r.folder, r.source, e.messageId, digest, ...content, recipientsJson];
+        return fields.map(copyField).join('\t') + '\n';
       });
       await pipeline(Readable.from(rows), client.query(copyFrom('COPY staging FROM STDIN')));
       await client.query(
         'INSERT INTO inboxes (id) SELECT DISTINCT inbox FROM staging ON CONFLICT DO NOTHING',
       );
       const inserted = await client.query(`
-        INSERT INTO emails (message_id, subject, from_address, from_name, date, body, folder, source_file)
-        SELECT DISTINCT ON (message_id) message_id, subject, from_address, from_name, date, body, folder, source
-        FROM staging ORDER BY message_id, source
-        ON CONFLICT (message_id) DO NOTHING`);
+        INSERT INTO emails (message_id, digest, subject, from_address, from_name, date, body, folder, source_file)
+        SELECT DISTINCT ON (message_id, digest)
+               message_id, digest, subject, from_address, from_name, date, body, folder, source
+        FROM staging ORDER BY message_id, digest, source
+        ON CONFLICT (message_id, digest) DO NOTHING`);
       stored = inserted.rowCount ?? 0;
       // Recipients only for the emails this batch created (matched by their first-seen source file).
       await client.query(`
@@ -96,12 +100,12 @@ export async function storeBatch(db: Db, results: ParseResult[]): Promise<BatchC
         SELECT s.inbox, e.id, e.date, s.folder,
                setweight(to_tsvector('english', evalrl_search_text(e.subject)), 'A')
                  || setweight(to_tsvector('english', evalrl_search_text(left(e.body, 100000))), 'B')
-        FROM staging s JOIN emails e USING (message_id)
+        FROM staging s JOIN emails e USING (message_id, digest)
         ON CONFLICT DO NOTHING`);
       await client.query(`
         INSERT INTO ingest_sources (source_file, inbox_id, status, message_id)
         SELECT s.source, s.inbox, CASE WHEN e.source_file = s.source THEN 'stored' ELSE 'duplicate' END, s.message_id
-        FROM staging s JOIN emails e USING (message_id)
+        FROM staging s JOIN emails e USING (message_id, digest)
         ON CONFLICT DO NOTHING`);
     }
     if (bad.length > 0) {

@@ -67,7 +67,7 @@ export async function readEmail(db: Db, scope: MailboxScope, messageId: string):
             coalesce(array_agg(r.address ORDER BY r.address) FILTER (WHERE r.kind = 'bcc'), '{}') AS bcc
      FROM mailbox_messages m JOIN emails e ON e.id = m.email_id LEFT JOIN recipients r ON r.email_id = e.id
      WHERE m.inbox_id = $1 AND e.message_id = $2 AND ($3::timestamptz IS NULL OR m.date < $3)
-     GROUP BY e.id`,
+     GROUP BY e.id ORDER BY e.id LIMIT 1`, // two different copies in one inbox: the first one stored
     [scope.inbox, storable(messageId.trim()), scope.queryDate ?? null],
   );
   if (rows.length === 0) return null;

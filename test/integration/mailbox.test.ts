@@ -144,6 +144,28 @@ describe('ingest', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
+  it("keeps each inbox its own copy of a shared Message-ID: no reading, no replacing another inbox's mail", async () => {
+    const dir = tempDataDir('evalrl-identity-');
+    const write = (inbox: string, body: string, extra = '') => {
+      fs.mkdirSync(path.join(dir, inbox, 'inbox'), { recursive: true });
+      fs.writeFileSync(
+        path.join(dir, inbox, 'inbox', '1.'),
+        `Message-ID: <shared.1@evalrl>\nDate: Mon, 1 Jan 2001 10:00:00 -0600\nFrom: x@enron.com\nTo: y@enron.com\n${extra}Subject: plan\n\n${body}\n`,
+      );
+    };
+    write('ident-a', 'the secret plan', 'Bcc: hidden@enron.com\n'); // the sender's copy: with its Bcc
+    write('ident-b', 'a forged copy'); // later, another inbox, the same Message-ID
+    write('ident-c', 'the secret plan', 'Bcc: hidden@enron.com\n'); // the very same copy
+    const report = await ingestJson(dir);
+    expect(report).toMatchObject({ read: 3, stored: 2, duplicates: 1, rejected: 0 });
+    const a = await readEmail(pool, { inbox: 'ident-a' }, '<shared.1@evalrl>');
+    const b = await readEmail(pool, { inbox: 'ident-b' }, '<shared.1@evalrl>');
+    expect(a).toMatchObject({ body: expect.stringContaining('the secret plan'), bcc: ['hidden@enron.com'] });
+    expect(b).toMatchObject({ body: expect.stringContaining('a forged copy'), bcc: [] });
+    expect(await readEmail(pool, { inbox: 'ident-c' }, '<shared.1@evalrl>')).toEqual(a);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
   it('ingests mbox and JSONL files, reporting bad JSONL lines by line number', async () => {
     const dir = tempDataDir('evalrl-mbox-');
     const mbox = path.join(dir, 'mail.mbox');

@@ -7,6 +7,7 @@ import { stepMetrics } from './006_step_metrics';
 import { runs } from './007_runs';
 import { searchParts } from './008_search_parts';
 import { searchTags } from './009_search_tags';
+import { emailIdentity } from './010_email_identity';
 
 export interface Migration {
   version: number;
@@ -25,4 +26,5 @@ export const MIGRATIONS: Migration[] = [
   runs,
   searchParts,
   searchTags,
+  emailIdentity,
 ];
