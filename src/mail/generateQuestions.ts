@@ -8,12 +8,17 @@ export interface GenerateOptions {
   testFraction: number;
   /** Given → the LLM generator runs too. */
   teacher?: Teacher;
+  /** LLM questions the teacher rates less realistic than this (how_realistic, 0–1) are left out. */
+  minRealism?: number;
 }
+
+export const DEFAULT_MIN_REALISM = 0.5;
 
 export interface GenerateReport {
   generated: number;
   inserted: number;
   dropped: number;
+  unrealistic: number;
   splits: Record<string, 'train' | 'test'>;
   perInbox: Record<string, number>;
 }
@@ -30,6 +35,7 @@ export async function generateQuestions(store: Store, options: GenerateOptions):
     generated: 0,
     inserted: 0,
     dropped: 0,
+    unrealistic: 0,
     splits: Object.fromEntries(splits),
     perInbox: {},
   };
@@ -37,9 +43,16 @@ export async function generateQuestions(store: Store, options: GenerateOptions):
     const emails = await store.questions.inboxEmails(inbox.id);
     const questions: Question[] = templateQuestions(inbox.id, inbox.address, emails);
     if (options.teacher && inbox.address) {
-      const llm = await llmQuestions(options.teacher, inbox.id, inbox.address, emails);
+      const llm = await llmQuestions(
+        options.teacher,
+        inbox.id,
+        inbox.address,
+        emails,
+        options.minRealism ?? DEFAULT_MIN_REALISM,
+      );
       questions.push(...llm.questions);
       report.dropped += llm.dropped;
+      report.unrealistic += llm.unrealistic;
     }
     report.generated += questions.length;
     report.perInbox[inbox.id] = questions.length;

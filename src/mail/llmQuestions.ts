@@ -47,28 +47,42 @@ export function questionPrompt(ownerAddress: string, emails: InboxEmail[]): stri
   ].join('\n');
 }
 
+export interface QuestionBatch {
+  questions: Question[];
+  /** Malformed items, or items citing ids not in the batch. */
+  dropped: number;
+  /** Items the teacher itself rated less realistic than the threshold. */
+  unrealistic: number;
+}
+
 /**
  * Parses a teacher's reply. Items that are malformed, or cite ids not in the batch, are dropped (counted), so a
- * sloppy reply costs questions, not the run.
+ * sloppy reply costs questions, not the run; items rated below `minRealism` are left out (counted).
  */
 export function parseQuestionReply(
   reply: string,
   inbox: string,
   batch: InboxEmail[],
   model: string,
-): { questions: Question[]; dropped: number } {
+  minRealism: number,
+): QuestionBatch {
   const json = reply.slice(reply.indexOf('{'), reply.lastIndexOf('}') + 1);
   let parsed: z.infer<typeof replySchema>;
   try {
     parsed = replySchema.parse(JSON.parse(json));
   } catch {
-    return { questions: [], dropped: 1 };
+    return { questions: [], dropped: 1, unrealistic: 0 };
   }
   const byId = new Map(batch.map((e) => [e.messageId, e]));
   const questions: Question[] = [];
+  let unrealistic = 0;
   for (const item of parsed.questions) {
     const cited = item.message_ids.map((id) => byId.get(id));
     if (cited.some((e) => e === undefined)) continue;
+    if (item.how_realistic < minRealism) {
+      unrealistic++;
+      continue;
+    }
     const latest = Math.max(...cited.map((e) => e!.date.getTime()));
     questions.push({
       question: item.question,
@@ -80,7 +94,7 @@ export function parseQuestionReply(
       howRealistic: item.how_realistic,
     });
   }
-  return { questions, dropped: parsed.questions.length - questions.length };
+  return { questions, dropped: parsed.questions.length - questions.length - unrealistic, unrealistic };
 }
 
 /** Asks the teacher for questions over batches of one inbox's mail. */
@@ -89,10 +103,11 @@ export async function llmQuestions(
   inbox: string,
   ownerAddress: string,
   emails: InboxEmail[],
+  minRealism: number,
   batchSize = 20,
-): Promise<{ questions: Question[]; dropped: number }> {
+): Promise<QuestionBatch> {
   const client = new OpenAI({ baseURL: teacher.url, apiKey: teacher.apiKey ?? 'unused', timeout: 120_000 });
-  const result = { questions: [] as Question[], dropped: 0 };
+  const result: QuestionBatch = { questions: [], dropped: 0, unrealistic: 0 };
   for (let i = 0; i < emails.length; i += batchSize) {
     const batch = emails.slice(i, i + batchSize);
     const completion = await client.chat.completions.create({
@@ -105,9 +120,11 @@ export async function llmQuestions(
       inbox,
       batch,
       teacher.model,
+      minRealism,
     );
     result.questions.push(...parsed.questions);
     result.dropped += parsed.dropped;
+    result.unrealistic += parsed.unrealistic;
   }
   return result;
 }

@@ -58,14 +58,20 @@ describe('parseQuestionReply', () => {
   it('keeps valid items and drops those citing unknown ids', () => {
     const reply = `Sure! {"questions": [
       {"question": "How much is the gas contract worth?", "answer": "$2.5M", "message_ids": ["<m1@x>"], "how_realistic": 0.9},
-      {"question": "Who wrote the memo nobody sent?", "answer": "x", "message_ids": ["<nope>"], "how_realistic": 0.2}]}`;
-    const { questions, dropped } = parseQuestionReply(reply, 'a', batch, 'judge');
+      {"question": "Who wrote the memo nobody sent?", "answer": "x", "message_ids": ["<nope>"], "how_realistic": 0.2},
+      {"question": "What is the 3rd word of the email?", "answer": "gas", "message_ids": ["<m1@x>"], "how_realistic": 0.1}]}`;
+    const { questions, dropped, unrealistic } = parseQuestionReply(reply, 'a', batch, 'judge', 0.5);
     expect(questions).toHaveLength(1);
     expect(questions[0]).toMatchObject({ source: 'llm:judge', howRealistic: 0.9, messageIds: ['<m1@x>'] });
-    expect(dropped).toBe(1);
+    expect({ dropped, unrealistic }).toEqual({ dropped: 1, unrealistic: 1 });
+    expect(parseQuestionReply(reply, 'a', batch, 'judge', 0).questions).toHaveLength(2);
   });
   it('turns a malformed reply into a dropped batch, not a throw', () => {
-    expect(parseQuestionReply('no json here', 'a', batch, 'judge')).toEqual({ questions: [], dropped: 1 });
+    expect(parseQuestionReply('no json here', 'a', batch, 'judge', 0.5)).toEqual({
+      questions: [],
+      dropped: 1,
+      unrealistic: 0,
+    });
   });
 });
 
