@@ -119,3 +119,19 @@ def test_rows_that_finish_leave_the_batch_and_keep_their_keys_for_the_next_turn(
         hits = sampler.cache.hits
         sampler._prefill(SampleRequest(follow, None, max_tokens=1), tiny_base.device)
         assert sampler.cache.hits - hits == len(r.prompt_ids) + len(s.token_ids) - 1
+
+
+def test_prefill_computes_logits_for_the_last_position_only(tiny_base, tmp_path):
+    """A 2,000-token prompt's full-vocabulary logits would be 2,000 × 49k floats (0.4 GB in fp32): sampling
+    needs the last position's alone."""
+    sampler = Sampler(Adapters(tiny_base, tmp_path), mode="deterministic")
+    positions = []  # (input positions, logit positions) of each forward pass
+    hook = tiny_base.model.register_forward_hook(
+        lambda _, args, kwargs, out: positions.append((kwargs["input_ids"].shape[1], out.logits.shape[1])),
+        with_kwargs=True)  # fmt: skip
+    try:
+        sampler.decode([SampleRequest(list(range(10, 310)), None, max_tokens=3, temperature=1.0, seed=0, ignore_eos=True)])
+    finally:
+        hook.remove()
+    assert positions[0] == (300, 1)
+    assert all(logits == 1 for _, logits in positions)
