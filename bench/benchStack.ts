@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadConfig, type Config } from '../src/config';
+import type { Db } from '../src/store/db';
 import { migrate } from '../src/db/migrate';
 import { createPool } from '../src/db/pool';
 import { generateQuestions } from '../src/mail/generateQuestions';
@@ -49,4 +50,30 @@ export async function startBenchStack(
       fs.rmSync(work, { recursive: true, force: true });
     },
   };
+}
+
+/** A throwaway PostgreSQL (migrated) for one benchmark, on its own port under a temp folder, removed after `run`. */
+export async function withBenchPostgres<T>(
+  name: string,
+  port: string,
+  run: (pool: Db, work: string) => Promise<T>,
+): Promise<T> {
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), `evalrl-bench-${name}-`));
+  fs.chmodSync(work, 0o755);
+  const config = loadConfig({
+    ...process.env,
+    EVALRL_DATA_DIR: path.join(work, 'data'),
+    EVALRL_PG_PORT: port,
+    DATABASE_URL: undefined,
+  });
+  await startPostgres(config);
+  const pool = createPool(config, 4);
+  try {
+    await migrate(pool);
+    return await run(pool, work);
+  } finally {
+    await pool.end();
+    await stopPostgres(config);
+    fs.rmSync(work, { recursive: true, force: true });
+  }
 }

@@ -9,19 +9,15 @@
  *
  *   make bench-recall            (EVALRL_MAILDIR=… for other mail)
  */
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { loadConfig } from '../src/config';
-import { migrate } from '../src/db/migrate';
-import { createPool } from '../src/db/pool';
 import type { Email } from '../src/mail/email';
 import { ingest } from '../src/mail/ingest';
 import { parseMessage } from '../src/mail/parse';
 import { readMaildir } from '../src/mail/sources';
 import { searchEmails } from '../src/store/mailbox';
-import { startPostgres, stopPostgres } from '../src/stack/postgres';
+import { withBenchPostgres } from './benchStack';
 import { mergeResult, mulberry32 } from './util';
 
 const QUERIES_PER_KIND = Number(process.env.QUERIES ?? 150);
@@ -121,26 +117,13 @@ function recall(queries: Query[], hits: boolean[]) {
 }
 
 async function main() {
-  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'evalrl-bench-recall-'));
-  fs.chmodSync(work, 0o755);
-  const base = loadConfig();
-  const config = loadConfig({
-    ...process.env,
-    EVALRL_DATA_DIR: path.join(work, 'data'),
-    EVALRL_PG_PORT: '35434',
-    DATABASE_URL: undefined,
-  });
-  const mail = await loadMail(base.maildir);
+  const maildir = loadConfig().maildir;
+  const mail = await loadMail(maildir);
   const queries = makeQueries(mail);
-  console.log(
-    `bench/recall: ${queries.length} rare-word queries over ${mail.length} emails of ${base.maildir}`,
-  );
-  const sqlite = sqliteIndex(mail, path.join(work, 'fts.sqlite'));
-  await startPostgres(config);
-  const pool = createPool(config, 2);
-  try {
-    await migrate(pool);
-    await ingest(pool, readMaildir(base.maildir));
+  console.log(`bench/recall: ${queries.length} rare-word queries over ${mail.length} emails of ${maildir}`);
+  await withBenchPostgres('recall', '35434', async (pool, work) => {
+    await ingest(pool, readMaildir(maildir));
+    const sqlite = sqliteIndex(mail, path.join(work, 'fts.sqlite'));
     const pgHits: boolean[] = [];
     for (const q of queries) {
       const scope = { inbox: q.inbox, queryDate: FAR_FUTURE };
@@ -148,6 +131,7 @@ async function main() {
       pgHits.push(found.some((h) => h.message_id === q.messageId));
     }
     const liteHits = queries.map((q) => sqlite.top10(q).includes(q.messageId));
+    sqlite.close();
     const pg = recall(queries, pgHits);
     const lite = recall(queries, liteHits);
     console.log(`recall@10 PostgreSQL ${JSON.stringify(pg)}`);
@@ -166,12 +150,7 @@ async function main() {
         measured_at: new Date().toISOString(),
       },
     });
-  } finally {
-    await pool.end();
-    await stopPostgres(config);
-    sqlite.close();
-    fs.rmSync(work, { recursive: true, force: true });
-  }
+  });
 }
 
 main().catch((err) => {

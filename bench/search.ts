@@ -14,15 +14,13 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { loadConfig } from '../src/config';
-import { migrate } from '../src/db/migrate';
-import { createPool } from '../src/db/pool';
 import type { Email } from '../src/mail/email';
 import { ingest } from '../src/mail/ingest';
 import { parseMessage } from '../src/mail/parse';
 import { readMaildir, readMbox } from '../src/mail/sources';
 import { searchEmails } from '../src/store/mailbox';
-import { startPostgres, stopPostgres } from '../src/stack/postgres';
-import { mulberry32, percentile, writeResult } from './util';
+import { withBenchPostgres } from './benchStack';
+import { mergeResult, mulberry32, percentile } from './util';
 
 const TARGET_EMAILS = Number(process.env.EMAILS ?? 500_000);
 const INBOXES = 150;
@@ -184,64 +182,50 @@ async function timeAll(
 }
 
 async function main() {
-  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'evalrl-bench-search-'));
-  fs.chmodSync(work, 0o755);
-  const base = loadConfig();
-  const config = loadConfig({
-    ...process.env,
-    EVALRL_DATA_DIR: path.join(work, 'data'),
-    EVALRL_PG_PORT: '35433',
-    DATABASE_URL: undefined,
+  const maildir = loadConfig().maildir;
+  console.log(`bench/search: ${TARGET_EMAILS} emails in ${INBOXES} mailboxes, recombined from ${maildir}`);
+  const real = await loadRealEmails(maildir);
+  await withBenchPostgres('search', '35433', async (pool, work) => {
+    const sqlite = new Database(path.join(work, 'fts.sqlite'));
+    try {
+      sqlite.pragma('journal_mode = WAL');
+      const { files } = synthesise(real, work, sqlite);
+      console.log(`synthesised ${files.length} mbox files`);
+      const started = Date.now();
+      const { stored } = await ingest(pool, allMessages(files));
+      const seconds = (Date.now() - started) / 1000;
+      const ingestRate = stored / seconds;
+      await pool.query('VACUUM ANALYZE');
+      console.log(
+        `ingest: ${stored} emails in ${seconds.toFixed(1)}s = ${ingestRate.toFixed(0)} emails/s (target >= 5000)`,
+      );
+
+      const queries = makeQueries(sqlite);
+      const pg = await timeAll(queries, (q) =>
+        searchEmails(pool, { inbox: q.inbox, queryDate: q.before }, { keywords: q.keywords, from: q.from }),
+      );
+      const lite = await timeAll(queries, sqliteSearch(sqlite));
+      const ratio = pg.p50_ms / lite.p50_ms;
+      console.log(
+        `search p50/p95: PostgreSQL ${pg.p50_ms.toFixed(2)}/${pg.p95_ms.toFixed(2)} ms, SQLite FTS5 ${lite.p50_ms.toFixed(2)}/${lite.p95_ms.toFixed(2)} ms`,
+      );
+      console.log(`ratio p50 PostgreSQL/SQLite = ${ratio.toFixed(2)} (target <= 2), p95 target <= 20 ms`);
+      mergeResult('search', {
+        emails: stored,
+        inboxes: files.length,
+        ingest_emails_per_s: Math.round(ingestRate),
+        ingest_seconds: seconds,
+        queries: queries.length,
+        pg: { p50_ms: pg.p50_ms, p95_ms: pg.p95_ms, hits: pg.hits },
+        sqlite: { p50_ms: lite.p50_ms, p95_ms: lite.p95_ms, hits: lite.hits },
+        p50_ratio_pg_over_sqlite: ratio,
+        cpus: os.cpus().length,
+        measured_at: new Date().toISOString(),
+      });
+    } finally {
+      sqlite.close();
+    }
   });
-  console.log(
-    `bench/search: ${TARGET_EMAILS} emails in ${INBOXES} mailboxes, recombined from ${base.maildir}`,
-  );
-  const real = await loadRealEmails(base.maildir);
-  const sqlite = new Database(path.join(work, 'fts.sqlite'));
-  sqlite.pragma('journal_mode = WAL');
-  const { files } = synthesise(real, work, sqlite);
-  console.log(`synthesised ${files.length} mbox files`);
-
-  await startPostgres(config);
-  const pool = createPool(config, 4);
-  try {
-    await migrate(pool);
-    const started = Date.now();
-    const { stored } = await ingest(pool, allMessages(files));
-    const seconds = (Date.now() - started) / 1000;
-    const ingestRate = stored / seconds;
-    await pool.query('VACUUM ANALYZE');
-    console.log(
-      `ingest: ${stored} emails in ${seconds.toFixed(1)}s = ${ingestRate.toFixed(0)} emails/s (target >= 5000)`,
-    );
-
-    const queries = makeQueries(sqlite);
-    const pg = await timeAll(queries, (q) =>
-      searchEmails(pool, { inbox: q.inbox, queryDate: q.before }, { keywords: q.keywords, from: q.from }),
-    );
-    const lite = await timeAll(queries, sqliteSearch(sqlite));
-    const ratio = pg.p50_ms / lite.p50_ms;
-    console.log(
-      `search p50/p95: PostgreSQL ${pg.p50_ms.toFixed(2)}/${pg.p95_ms.toFixed(2)} ms, SQLite FTS5 ${lite.p50_ms.toFixed(2)}/${lite.p95_ms.toFixed(2)} ms`,
-    );
-    console.log(`ratio p50 PostgreSQL/SQLite = ${ratio.toFixed(2)} (target <= 2), p95 target <= 20 ms`);
-    writeResult('search', {
-      emails: stored,
-      inboxes: files.length,
-      ingest_emails_per_s: Math.round(ingestRate),
-      ingest_seconds: seconds,
-      queries: queries.length,
-      pg: { p50_ms: pg.p50_ms, p95_ms: pg.p95_ms, hits: pg.hits },
-      sqlite: { p50_ms: lite.p50_ms, p95_ms: lite.p95_ms, hits: lite.hits },
-      p50_ratio_pg_over_sqlite: ratio,
-      cpus: os.cpus().length,
-    });
-  } finally {
-    await pool.end();
-    await stopPostgres(config);
-    sqlite.close();
-    fs.rmSync(work, { recursive: true, force: true });
-  }
 }
 
 main().catch((err) => {
