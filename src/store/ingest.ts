@@ -45,8 +45,8 @@ export async function storeBatchOrEach(db: Db, results: ParseResult[]): Promise<
 
 /**
  * Stores one batch atomically: COPY into a staging table, then new emails, their recipients, the mailbox
- * links (also for duplicates — the same Message-ID and content — so each owner sees the mail) and the rejects. A crash loses at most this batch,
- * which the next run redoes.
+ * links (also for duplicates — the same Message-ID and content — so each owner sees the mail) and the
+ * rejects. A crash loses at most this batch, which the next run redoes.
  */
 export async function storeBatch(db: Db, results: ParseResult[]): Promise<BatchCounts> {
   const good = results.filter((r) => r.ok);

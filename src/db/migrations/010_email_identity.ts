@@ -5,6 +5,7 @@ export const emailIdentity = {
     -- An email is its Message-ID and its content: two inboxes share a row only when their copies are the
     -- same (subject, sender, date, body, recipients with Bcc). Keyed by Message-ID alone, inbox B could read
     -- A's copy (its body, its Bcc list), and a forged Message-ID could stand in for another inbox's mail.
+    -- Rows stored before share one placeholder digest: a later identical copy is stored beside them, once.
     ALTER TABLE emails ADD COLUMN digest text;
     UPDATE emails SET digest = 'stored before digests';
     ALTER TABLE emails ALTER COLUMN digest SET NOT NULL;
