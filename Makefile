@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 EVALRL := node dist/src/cli/main.js
 
-.PHONY: setup build lint test test-unit test-trainer test-integration demo down bench-search bench-recall bench-trainer bench-rollout bench-orchestration
+.PHONY: setup build lint test test-unit test-trainer test-integration demo down bench-search bench-recall bench-trainer bench-rollout bench-orchestration bench-scale
 
 setup: node_modules/.evalrl-installed
 	@bash infra/python-env.sh
@@ -53,3 +53,6 @@ bench-rollout: build
 
 bench-orchestration: build
 	node dist/bench/orchestration.js
+
+bench-scale: build
+	node dist/bench/scale.js
