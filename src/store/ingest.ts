@@ -97,9 +97,7 @@ export async function storeBatch(db: Db, results: ParseResult[]): Promise<BatchC
         ON CONFLICT DO NOTHING`);
       await client.query(`
         INSERT INTO mailbox_messages (inbox_id, email_id, date, folder, tsv)
-        SELECT s.inbox, e.id, e.date, s.folder,
-               setweight(to_tsvector('english', evalrl_search_text(e.subject)), 'A')
-                 || setweight(to_tsvector('english', evalrl_search_text(left(e.body, 100000))), 'B')
+        SELECT s.inbox, e.id, e.date, s.folder, evalrl_search_vector(e.subject, e.body)
         FROM staging s JOIN emails e USING (message_id, digest)
         ON CONFLICT DO NOTHING`);
       await client.query(`

@@ -12,8 +12,8 @@ import { storable, type Db } from './db';
  * Full-text search over one mailbox. Every keyword must match; keywords are plain text for
  * plainto_tsquery, never query syntax, so quotes, operators and SQL arrive as words; like the documents, they
  * are split at the separators inside addresses and URLs (migration 008), so "rapp" finds bill.rapp@enron.com. A keyword with no
- * searchable word in it (empty, punctuation, stop words) constrains nothing. Ranked by relevance, newest first
- * on ties.
+ * searchable word in it (empty, punctuation, stop words) constrains nothing. Keywords match by their stems;
+ * emails that hold every keyword as written come first (migration 011), then by relevance, newest first on ties.
  */
 export async function searchEmails(db: Db, scope: MailboxScope, input: SearchArgs): Promise<SearchHit[]> {
   const args = searchArgsSchema.parse(input);
@@ -25,30 +25,29 @@ export async function searchEmails(db: Db, scope: MailboxScope, input: SearchArg
     args.to ? storable(args.to.toLowerCase()) : null,
     args.limit,
   );
-  const tsquery =
-    keywords.length === 0
-      ? `''::tsquery`
-      : keywords
-          .map((k) => `plainto_tsquery('english', evalrl_search_text($${params.push(k)}))`)
-          .join(' && ');
+  const texts = keywords.map((k) => `evalrl_search_text($${params.push(k)})`);
+  const tsquery = (config: string) =>
+    texts.length === 0 ? `''::tsquery` : texts.map((t) => `plainto_tsquery('${config}', ${t})`).join(' && ');
   const { rows } = await db.query<SearchHit & { date: Date }>(
-    `WITH q AS (SELECT ${tsquery} AS query),
+    `WITH q AS (SELECT ${tsquery('english')} AS query, ${tsquery('evalrl_unstemmed')} AS exact),
      top AS (
        -- Only the index-carrying mailbox rows are ranked; emails are read for the ≤ limit winners alone.
-       SELECT m.email_id, CASE WHEN numnode(q.query) = 0 THEN 0 ELSE ts_rank(m.tsv, q.query) END AS rank, m.date
+       SELECT m.email_id, m.date,
+              CASE WHEN numnode(q.query) = 0 THEN 0 ELSE ts_rank(m.tsv, q.query) END AS rank,
+              numnode(q.exact) > 0 AND m.tsv @@ q.exact AS exact
        FROM mailbox_messages m, q
        WHERE m.inbox_id = $1
          AND ($2::timestamptz IS NULL OR m.date < $2) AND ($3::timestamptz IS NULL OR m.date >= $3)
          AND (numnode(q.query) = 0 OR m.tsv @@ q.query)
          AND ($4::text IS NULL OR EXISTS (SELECT 1 FROM emails f WHERE f.id = m.email_id AND f.from_address = $4))
          AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM recipients r WHERE r.email_id = m.email_id AND r.address = $5))
-       ORDER BY rank DESC, m.date DESC, m.email_id
+       ORDER BY exact DESC, rank DESC, m.date DESC, m.email_id
        LIMIT $6)
      SELECT e.message_id, e.subject, e.from_address AS from, e.date,
             ts_headline('english', left(e.body, 20000), q.query,
                         'MaxFragments=1, MaxWords=24, MinWords=8, StartSel=**, StopSel=**') AS snippet
      FROM top JOIN emails e ON e.id = top.email_id, q
-     ORDER BY top.rank DESC, top.date DESC, e.id`,
+     ORDER BY top.exact DESC, top.rank DESC, top.date DESC, e.id`,
     params,
   );
   return rows.map((r) => ({

@@ -310,82 +310,50 @@ it('an uninterrupted run gives the reference adapters, all of which moved', asyn
   ]);
 });
 
-it('SIGKILL of the GPU worker during the policy warm start and during the reward-model stage', async () => {
-  const adapters = await runWithFault('gpu', 18012, async (fleet) => {
+// Faults are grouped two runs deep (each run trains four stages, which is what costs time): the stages run in
+// order (warm starts, reward model, policy), so each wait below starts after the previous fault has struck.
+it('SIGKILL of every kind of worker: GPU, rollout, judge, workflows and cpu, in every stage', async () => {
+  const adapters = await runWithFault('workers', 18012, async (fleet) => {
     await afterStep(fleet, 'policyWarmStart', 1);
     await fleet.killWorker('gpu');
+    await afterStep(fleet, 'judgeWarmStart', 1); // the rollout worker builds the next demonstrations
+    await fleet.killWorker('rollout');
+    await whileRunning(fleet, 'rewardModel', 'rolloutGroup'); // the judge samples
+    await fleet.killWorker('rollout');
     await whileRunning(fleet, 'rewardModel', 'trainStep');
     await fleet.killWorker('gpu');
-  });
-  expect(adapters).toEqual(reference);
-});
-
-it('SIGKILL of a rollout worker while it builds demonstrations and while the judge samples', async () => {
-  const adapters = await runWithFault('rollout', 18013, async (fleet) => {
-    await afterStep(fleet, 'judgeWarmStart', 1);
-    await fleet.killWorker('rollout');
-    await whileRunning(fleet, 'rewardModel', 'rolloutGroup');
-    await fleet.killWorker('rollout');
-  });
-  expect(adapters).toEqual(reference);
-});
-
-it('SIGKILL of the judge worker while the reward model judges the policy', async () => {
-  const adapters = await runWithFault('judge', 18016, async (fleet) => {
-    await whileRunning(fleet, 'policy', 'rewardGroup');
+    await afterStep(fleet, 'rewardModel', 1);
+    await fleet.killWorker('workflows');
+    await fleet.killWorker('cpu');
+    await whileRunning(fleet, 'policy', 'rewardGroup'); // the reward model judges the policy
     await fleet.killWorker('judge');
   });
   expect(adapters).toEqual(reference);
 });
 
-it('SIGKILL of the workflows and cpu workers during the reward-model stage', async () => {
-  const adapters = await runWithFault('control', 18017, async (fleet) => {
-    await afterStep(fleet, 'rewardModel', 1);
-    await fleet.killWorker('workflows');
-    await fleet.killWorker('cpu');
-  });
-  expect(adapters).toEqual(reference);
-});
-
-it('SIGKILL of the model server during a reward-model rollout', async () => {
-  const adapters = await runWithFault('server', 18014, async (fleet) => {
-    await whileRunning(fleet, 'rewardModel', 'rolloutGroup');
-    await stopModelServer(fleet.server, 'SIGKILL');
-    await startModelServer(fleet.server, tinyServerSettings(fleet.dir));
-  });
-  expect(adapters).toEqual(reference);
-});
-
-it('a restart of PostgreSQL mid-run', async () => {
-  const adapters = await runWithFault('postgres', 18018, async (fleet) => {
-    await whileRunning(fleet, 'rewardModel', 'rolloutGroup');
-    await stopPostgres(stackConfig());
-    await new Promise((r) => setTimeout(r, 2000));
-    await cli(['up']); // as an operator would (the server's binaries are an ES module jest cannot load)
-  });
-  expect(adapters).toEqual(reference);
-});
-
-it('stop and restart of the Temporal dev server mid-run', async () => {
+it('SIGKILL of the model server, a stop and restart of Temporal, and a restart of PostgreSQL', async () => {
   const temporalDir = tempDataDir('evalrl-fault-temporal-');
-  const temporalEnv = {
-    EVALRL_DATA_DIR: temporalDir,
-    EVALRL_TEMPORAL_PORT: '37233',
-    EVALRL_TEMPORAL_UI_PORT: '38233',
-  };
-  const temporal = stackConfig({ ...TEST_STACK_ENV, ...temporalEnv });
-  await startTemporal(temporal);
+  const ports = { EVALRL_TEMPORAL_PORT: '37233', EVALRL_TEMPORAL_UI_PORT: '38233' };
+  const temporal = stackConfig({ ...TEST_STACK_ENV, ...ports, EVALRL_DATA_DIR: temporalDir });
+  await startTemporal(temporal); // the run's own, so that stopping it leaves the other tests' server alone
   try {
     const adapters = await runWithFault(
-      'temporal',
-      18015,
+      'servers',
+      18014,
       async (fleet) => {
         await whileRunning(fleet, 'rewardModel', 'rolloutGroup');
+        await stopModelServer(fleet.server, 'SIGKILL');
+        await startModelServer(fleet.server, tinyServerSettings(fleet.dir));
+        await whileRunning(fleet, 'rewardModel', 'trainStep');
         await stopManaged(temporalProcess(temporal), 'SIGKILL');
         await new Promise((r) => setTimeout(r, 3000));
         await startTemporal(temporal);
+        await whileRunning(fleet, 'policy', 'rolloutGroup');
+        await stopPostgres(stackConfig());
+        await new Promise((r) => setTimeout(r, 2000));
+        await cli(['up']); // as an operator would (the server's binaries are an ES module jest cannot load)
       },
-      { EVALRL_TEMPORAL_PORT: '37233', EVALRL_TEMPORAL_UI_PORT: '38233' },
+      ports,
     );
     expect(adapters).toEqual(reference);
   } finally {

@@ -245,6 +245,21 @@ describe('search_emails and read_email', () => {
     await expect(searchEmails(pool, allen, { keywords: ['x'], limit: 11 })).rejects.toThrow(/limit/);
   });
 
+  it('puts emails holding a keyword as written before those that match only its stem', async () => {
+    for (const word of ['leased', 'changed', 'deposits']) {
+      const hits = await searchEmails(pool, allen, { keywords: [word], limit: 10 });
+      const asWritten = [];
+      for (const hit of hits) {
+        const mail = await readEmail(pool, allen, hit.message_id);
+        asWritten.push(new RegExp(`\\b${word}\\b`, 'i').test(`${mail!.subject} ${mail!.body}`));
+      }
+      expect(new Set(asWritten)).toEqual(new Set([true, false])); // both kinds were found: stems still match
+      expect(`${word}: ${asWritten.join(' ')}`).toBe(
+        `${word}: ${[...asWritten].sort((a, b) => Number(b) - Number(a)).join(' ')}`,
+      );
+    }
+  });
+
   it('hides mail dated after the question (the scope’s query date)', async () => {
     const early = { inbox: 'allen-p', queryDate: new Date('2000-12-14T00:00:00Z') };
     expect(await searchEmails(pool, early, { keywords: ['tenant', 'lease'] })).toEqual([]);

@@ -8,6 +8,7 @@ import { runs } from './007_runs';
 import { searchParts } from './008_search_parts';
 import { searchTags } from './009_search_tags';
 import { emailIdentity } from './010_email_identity';
+import { searchExactForms } from './011_search_exact_forms';
 
 export interface Migration {
   version: number;
@@ -27,4 +28,5 @@ export const MIGRATIONS: Migration[] = [
   searchParts,
   searchTags,
   emailIdentity,
+  searchExactForms,
 ];
