@@ -46,14 +46,19 @@ export function createCpuActivities(store: Store, envOf: ReturnType<typeof creat
 
     sampleTasks: (input: Input<'sampleTasks'>) =>
       classified(async () => {
-        const ids = await envOf(input.env).taskIds(input.env, input.runId, 'train');
+        const env = envOf(input.env);
+        const ids = await env.taskIds(input.env, input.runId, 'train');
         if (ids.length === 0)
           throw new DataError(
             `stage ${input.stage} of run ${input.runId} has no training tasks (${input.env.kind})`,
           );
-        return input.objective === 'sft'
-          ? epochBatch(ids, input.seed, input.stage, input.step, input.count)
-          : sampleTasks(ids, input.seed, input.stage, input.step, input.count, new Set(), input.offset);
+        if (input.objective === 'sft')
+          return epochBatch(ids, input.seed, input.stage, input.step, input.count);
+        const strata = await env.taskStrata?.(input.env, input.runId, 'train');
+        return sampleTasks(ids, input.seed, input.stage, input.step, input.count, {
+          offset: input.offset,
+          stratum: strata && ((taskId) => strata.get(taskId) ?? ''),
+        });
       }),
 
     /**

@@ -79,7 +79,9 @@ export function createPolicyEnv(deps: EnvDeps): Env<PolicyEnvConfig> {
 
     /** One greedy episode per held-out question → success, "I don't know", wrong answers, turns. */
     async evaluate(config, input, hooks) {
-      const ids = evaluationTasks(await deps.store.questions.questionIds(input.split), input);
+      const questions = await deps.store.questions.questionSources(input.split);
+      const source = new Map(questions.map((q) => [q.id, q.source]));
+      const ids = evaluationTasks([...source.keys()], input, (id) => source.get(id)!);
       const limit = pLimit(EVALUATION_CONCURRENCY);
       const rewards = await Promise.all(
         ids.map((taskId) =>

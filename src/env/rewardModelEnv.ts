@@ -36,8 +36,18 @@ export function createRewardModelEnv(deps: EnvDeps): Env<RewardModelEnvConfig> {
   const taskIds = async (config: RewardModelEnvConfig, runId: string, split: Split) =>
     balancedTasks(await deps.store.episodes.candidates(runId, split), config.seed, config.balance);
 
+  /** Correct and incorrect candidates in equal shares per step: a step of one label teaches that verdict. */
+  const taskStrata = async (_config: RewardModelEnvConfig, runId: string, split: Split) =>
+    new Map(
+      (await deps.store.episodes.candidates(runId, split)).map((c) => [
+        c.task,
+        c.correct ? 'correct' : 'incorrect',
+      ]),
+    );
+
   return {
     taskIds,
+    taskStrata,
 
     async rollout(config, g, hooks) {
       const { episode } = await candidate(g.runId, 'train', g.taskId);
@@ -71,7 +81,10 @@ export function createRewardModelEnv(deps: EnvDeps): Env<RewardModelEnvConfig> {
 
     /** Greedy judgements of held-out labelled candidates → agreement, precision, recall, calibration. */
     async evaluate(config, input, hooks) {
-      const ids = evaluationTasks(await taskIds(config, input.runId, input.split), input);
+      const label = await taskStrata(config, input.runId, input.split);
+      const ids = evaluationTasks(await taskIds(config, input.runId, input.split), input, (id) =>
+        label.get(id)!,
+      );
       const limit = pLimit(EVALUATION_CONCURRENCY);
       const items = await Promise.all(
         ids.map((taskId) =>

@@ -57,6 +57,8 @@ export interface SampleHooks {
 
 export interface Env<C extends EnvConfig> {
   taskIds(config: C, runId: string, split: Split): Promise<string[]>;
+  /** Each task's class, where every step should draw the classes in equal shares (reward model: the label). */
+  taskStrata?(config: C, runId: string, split: Split): Promise<Map<string, string>>;
   rollout(config: C, group: GroupInput, hooks?: SampleHooks): Promise<SampleRef[]>;
   reward(config: C, group: GroupInput, samples: SampleRef[], hooks?: SampleHooks): Promise<Rewards>;
   evaluate(config: C, input: EvaluationInput, hooks?: SampleHooks): Promise<Record<string, number>>;

@@ -10,10 +10,18 @@ function seededOrder(taskIds: string[], seed: number, stage: string, round: numb
   );
 }
 
+export interface TaskDraw {
+  /** Tasks recently found to have zero reward variance: passed over. */
+  skip?: Set<string>;
+  /** Continues the same order, for top-ups. */
+  offset?: number;
+  /** A task's class (e.g. its label): each step draws the classes in turn, so that none dominates a step. */
+  stratum?: (taskId: string) => string;
+}
+
 /**
  * The tasks of one GRPO step, chosen deterministically from (seed, stage, step): a replayed step after a
- * crash picks the same tasks. Tasks in `skip` (recently found to have zero reward variance) are passed over;
- * `offset` continues the same order for top-ups.
+ * crash picks the same tasks.
  */
 export function sampleTasks(
   taskIds: string[],
@@ -21,20 +29,27 @@ export function sampleTasks(
   stage: string,
   step: number,
   count: number,
-  skip = new Set<string>(),
-  offset = 0,
+  { skip = new Set(), offset = 0, stratum }: TaskDraw = {},
 ): string[] {
-  return seededOrder(
+  const order = seededOrder(
     taskIds.filter((id) => !skip.has(id)),
     seed,
     stage,
     step,
-  ).slice(offset, offset + count);
+  );
+  return (stratum ? interleaveBy(order, stratum) : order).slice(offset, offset + count);
 }
 
-/** The held-out tasks an evaluation uses: the same for every model evaluated with this seed and count. */
-export function evaluationTasks(taskIds: string[], input: { seed: number; count: number }): string[] {
-  return sampleTasks(taskIds, input.seed, 'eval', 0, input.count);
+/**
+ * The held-out tasks an evaluation uses: the same for every model evaluated with this seed and count, each
+ * stratum (question kind, label) in turn, so that a small evaluation is not one kind of task by chance.
+ */
+export function evaluationTasks(
+  taskIds: string[],
+  input: { seed: number; count: number },
+  stratum?: (taskId: string) => string,
+): string[] {
+  return sampleTasks(taskIds, input.seed, 'eval', 0, input.count, { stratum });
 }
 
 /**

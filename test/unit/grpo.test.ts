@@ -1,6 +1,6 @@
 import { groupAdvantages, groupStd } from '../../src/grpo/advantages';
 import { selectGroups } from '../../src/grpo/dynamicSampling';
-import { epochBatch, interleaveBy, sampleTasks } from '../../src/grpo/sampleTasks';
+import { epochBatch, evaluationTasks, interleaveBy, sampleTasks } from '../../src/grpo/sampleTasks';
 import { trainingSequences } from '../../src/grpo/trainingSequences';
 
 describe('groupAdvantages', () => {
@@ -49,9 +49,33 @@ describe('sampleTasks', () => {
   it('skips zero-variance tasks and continues the same order for top-ups', () => {
     const first = sampleTasks(ids, 1, 'policy', 3, 4);
     const skip = new Set(first.slice(0, 2));
-    expect(sampleTasks(ids, 1, 'policy', 3, 4, skip)).not.toContain(first[0]);
-    const more = sampleTasks(ids, 1, 'policy', 3, 4, new Set(), 4);
+    expect(sampleTasks(ids, 1, 'policy', 3, 4, { skip })).not.toContain(first[0]);
+    const more = sampleTasks(ids, 1, 'policy', 3, 4, { offset: 4 });
     expect(more.filter((id) => first.includes(id))).toEqual([]);
+  });
+  it('draws the strata in turn, so that no class fills a step', () => {
+    const label = (id: string) => (Number(id.slice(1)) < 40 ? 'incorrect' : 'correct');
+    for (let step = 1; step <= 20; step++) {
+      const drawn = sampleTasks(ids, 1, 'rewardModel', step, 4, { stratum: label });
+      expect(drawn.filter((id) => label(id) === 'correct')).toHaveLength(2);
+      const more = sampleTasks(ids, 1, 'rewardModel', step, 4, { stratum: label, offset: 4 });
+      expect(more.filter((id) => drawn.includes(id))).toEqual([]);
+    }
+    // Unstratified, some step of 4 drawn from a 40/10 pool has no correct task at all.
+    const unstratified = Array.from({ length: 20 }, (_, step) =>
+      sampleTasks(ids, 1, 'rewardModel', step + 1, 4),
+    );
+    expect(unstratified.some((drawn) => drawn.every((id) => label(id) === 'incorrect'))).toBe(true);
+  });
+});
+
+describe('evaluationTasks', () => {
+  it('is the same for every model and covers every kind of task', () => {
+    const ids = Array.from({ length: 60 }, (_, i) => `q${i}`);
+    const kind = (id: string) => (Number(id.slice(1)) < 50 ? 'when_sent' : 'subject');
+    const drawn = evaluationTasks(ids, { seed: 3, count: 8 }, kind);
+    expect(drawn).toEqual(evaluationTasks([...ids].reverse(), { seed: 3, count: 8 }, kind));
+    expect(drawn.filter((id) => kind(id) === 'subject')).toHaveLength(4);
   });
 });
 

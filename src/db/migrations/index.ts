@@ -9,6 +9,7 @@ import { searchParts } from './008_search_parts';
 import { searchTags } from './009_search_tags';
 import { emailIdentity } from './010_email_identity';
 import { searchExactForms } from './011_search_exact_forms';
+import { searchVectorOnce } from './012_search_vector_once';
 
 export interface Migration {
   version: number;
@@ -29,4 +30,5 @@ export const MIGRATIONS: Migration[] = [
   searchTags,
   emailIdentity,
   searchExactForms,
+  searchVectorOnce,
 ];
