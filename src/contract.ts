@@ -78,6 +78,8 @@ export interface StageInput {
   activities: ActivityBudget;
   continueAsNewEverySteps: number;
   startPaused?: boolean;
+  /** The GPU host queue that trained the stage so far: kept through continue-as-new and retry. */
+  gpuHost?: string;
 }
 
 export interface EvaluationResult {
@@ -101,6 +103,8 @@ export interface StageStatus {
   evaluations: EvaluationResult[];
   /** Mean wall time of the steps this workflow run trained. */
   secondsPerStep: number | null;
+  /** The GPU host queue the stage trains on, once chosen. */
+  gpuHost?: string;
 }
 
 export interface TrainingRunInput {

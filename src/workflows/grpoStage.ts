@@ -1,4 +1,5 @@
 import {
+  ActivityFailure,
   allHandlersFinished,
   condition,
   ContinueAsNew,
@@ -7,6 +8,7 @@ import {
   isCancellation,
   patched,
   setHandler,
+  TimeoutFailure,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -76,14 +78,26 @@ export async function grpoStage(input: StageInput): Promise<StageStatus> {
     await getExternalWorkflowHandle(parent.workflowId).signal(stageProgressSignal, status);
   };
 
-  // A step's training goes to the host that answers first and stays there (its server holds the weights).
-  const onHost = host(await gpu.gpuHost());
+  // Training goes to the host that answers first and stays there, through continue-as-new and retry (its
+  // server holds the weights). A host that no longer takes work is gone: the next one to answer takes over
+  // from the stage's last checkpoint on shared storage.
+  status.gpuHost = input.gpuHost ?? (await gpu.gpuHost());
+  const trainStep: StepCalls['trainStep'] = async (args) => {
+    for (;;) {
+      try {
+        return await host(status.gpuHost!).trainStep(args);
+      } catch (err) {
+        if (!hostGone(err)) throw err;
+        status.gpuHost = await gpu.gpuHost();
+      }
+    }
+  };
   const calls: StepCalls = {
     sampleTasks: cpu.sampleTasks,
     rolloutGroup: rollout.rolloutGroup,
     rewardGroup: judge.rewardGroup,
     computeAdvantages: cpu.computeAdvantages,
-    trainStep: onHost.trainStep,
+    trainStep,
     recordAdapterVersion: cpu.recordAdapterVersion,
     recordStepMetrics: cpu.recordStepMetrics,
   };
@@ -149,8 +163,15 @@ export async function grpoStage(input: StageInput): Promise<StageStatus> {
           startStep: step + 1,
           hyperparameters: status.hyperparameters,
           startPaused: status.paused,
+          gpuHost: status.gpuHost,
         });
       }
     }
   }
 }
+
+/** A train step no worker of its host picked up in time: the host is gone. */
+const hostGone = (err: unknown) =>
+  err instanceof ActivityFailure &&
+  err.cause instanceof TimeoutFailure &&
+  err.cause.timeoutType === 'SCHEDULE_TO_START';

@@ -36,10 +36,11 @@ export function activityProxies(budget: ActivityBudget) {
       startToCloseTimeout: '1 minute',
       retry,
     }),
-    /** Train on the host whose model server holds the adapter. */
+    /** Train on the host whose model server holds the adapter; a host that takes no work in time is gone. */
     host: (taskQueue: string) =>
       proxyActivities<Activities['gpuHost']>({
         taskQueue,
+        scheduleToStartTimeout: heartbeatTimeout,
         startToCloseTimeout: '4 hours',
         heartbeatTimeout,
         retry,

@@ -218,6 +218,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
             startStep,
             hyperparameters: { ...stageArgs.hyperparameters, ...overrides[stage] },
             startPaused: paused,
+            gpuHost: status.stages[stage]?.gpuHost, // a retry trains where the stage trained before
           },
         ],
       });

@@ -96,9 +96,39 @@ function fakeActivities(failTrainAt?: { stage: string; step: number }) {
   return { cpu, rollout, judge, host, trained, judgedBy };
 }
 
-async function withFakeWorkers<T>(fakes: ReturnType<typeof fakeActivities>, use: () => Promise<T>) {
+/**
+ * Workers of every queue around the fake activities. With several GPU host queues, "which host?" names them
+ * in turn; `use` sees where each step trained, and names steps after which their host goes away.
+ */
+async function withFakeWorkers<T>(
+  fakes: ReturnType<typeof fakeActivities>,
+  use: (hosts: { trainedOn: Map<string, string>; goneAfter: Set<string>; asked: () => number }) => Promise<T>,
+  hostQueues = ['fake-gpu-host'],
+) {
   const { nativeConnection: connection, namespace } = env;
   const base = { connection, namespace };
+  let asked = 0;
+  const trainedOn = new Map<string, string>();
+  const goneAfter = new Set<string>();
+  const hostWorkers = new Map<string, Worker>();
+  for (const taskQueue of hostQueues)
+    hostWorkers.set(
+      taskQueue,
+      await Worker.create({
+        ...base,
+        taskQueue,
+        shutdownGraceTime: '5 seconds', // a host shut down inside its activity still reports its result
+        activities: {
+          trainStep: async (i: Parameters<Activities['gpuHost']['trainStep']>[0]) => {
+            const result = await fakes.host.trainStep(i);
+            trainedOn.set(`${i.adapter}@${i.step}`, taskQueue);
+            // Shut down before returning: the host takes no further task.
+            if (goneAfter.has(`${i.adapter}@${i.step}`)) hostWorkers.get(taskQueue)!.shutdown();
+            return result;
+          },
+        },
+      }),
+    );
   const workers = await Promise.all([
     Worker.create({
       ...base,
@@ -111,15 +141,15 @@ async function withFakeWorkers<T>(fakes: ReturnType<typeof fakeActivities>, use:
     Worker.create({
       ...base,
       taskQueue: TASK_QUEUES.gpu,
-      activities: { gpuHost: async () => 'fake-gpu-host' },
+      activities: { gpuHost: async () => hostQueues[asked++ % hostQueues.length] },
     }),
-    Worker.create({ ...base, taskQueue: 'fake-gpu-host', activities: fakes.host }),
   ]);
-  const running = workers.map((w) => w.run());
+  const all = [...workers, ...hostWorkers.values()];
+  const running = all.map((w) => w.run());
   try {
-    return await use();
+    return await use({ trainedOn, goneAfter, asked: () => asked });
   } finally {
-    workers.forEach((w) => w.shutdown());
+    for (const w of all) if (w.getState() === 'RUNNING') w.shutdown();
     await Promise.all(running);
   }
 }
@@ -229,6 +259,42 @@ it('a failed stage blocks the run until retry, which applies new hyperparameters
       ['policy-retry@2', 1e-3],
     ]);
   });
+});
+
+it('a stage keeps its GPU host through continue-as-new and retry, and moves only when the host is gone', async () => {
+  const fakes = fakeActivities({ stage: 'rm', step: 2 });
+  await withFakeWorkers(
+    fakes,
+    async ({ trainedOn, goneAfter, asked }) => {
+      const spec = tinyRunSpec('hosts'); // continues as new after every step
+      spec.stages.rewardModel.steps = 4;
+      spec.stages.policy.steps = 3;
+      goneAfter.add('rm-hosts@3'); // then the next step waits out the heartbeat timeout and moves
+      const handle = await start('hosts', spec);
+      await waitFor(
+        async () => (await handle.query(runStatusQuery)).state === 'blocked',
+        60_000,
+        'the block',
+      );
+      await handle.executeUpdate(retryUpdate, { args: [{}] });
+      await waitFor(async () => trainedOn.has('rm-hosts@3'), 60_000, 'step 3 after the retry');
+      expect(asked()).toBe(1); // neither continue-as-new nor the retry asked again
+      const rmHost = trainedOn.get('rm-hosts@1')!;
+      expect([2, 3].map((step) => trainedOn.get(`rm-hosts@${step}`))).toEqual([rmHost, rmHost]);
+      expect(await handle.result()).toMatchObject({
+        state: 'done',
+        checkpoints: { 'rm-hosts': 4, 'policy-hosts': 3 },
+      });
+      const other = rmHost === 'gpu-a' ? 'gpu-b' : 'gpu-a';
+      expect(trainedOn.get('rm-hosts@4')).toBe(other);
+      expect([1, 2, 3].map((step) => trainedOn.get(`policy-hosts@${step}`))).toEqual([other, other, other]);
+      expect(fakes.trained.map((t) => `${t.adapter}@${t.step}`)).toEqual([
+        ...[1, 2, 3, 4].map((step) => `rm-hosts@${step}`),
+        ...[1, 2, 3].map((step) => `policy-hosts@${step}`),
+      ]);
+    },
+    ['gpu-a', 'gpu-b'],
+  );
 });
 
 it('a run continues as new in the middle of its stages, trains each step once, and still blocks on a failure', async () => {

@@ -51,6 +51,10 @@ class Trainer:
             if done.get("request_digest", digest) != digest:
                 raise StepConflict(f"step: step-{step} of '{adapter}' was trained from a different request")
             return {**done, **checkpoints.describe(self.adapters.root, adapter, step), "cached": True}
+        on_disk = checkpoints.complete_steps(self.adapters.root, adapter)
+        if on_disk and on_disk[-1] > self.adapters.trained.get(adapter, -1):
+            # Another host trained it since (the checkpoints are shared): take over from its last checkpoint.
+            self.adapters.restore(adapter, on_disk[-1])
         if adapter not in self.adapters.trained:
             if step != 1:
                 raise AdapterError(f"adapter: unknown adapter '{adapter}' (a new adapter starts at step 1)")

@@ -61,6 +61,30 @@ def test_restart_and_continue_is_bit_identical_to_an_uninterrupted_run(tiny_mode
     assert not torch.equal(adapter_tensors(straight, 1)[next(iter(a))], a[next(iter(a))])  # training moved it
 
 
+def test_a_host_taking_over_continues_from_the_shared_checkpoint(tiny_model_folder, tmp_path):
+    straight = tmp_path / "straight"
+    trainer = fresh_trainer(tiny_model_folder, straight)
+    for step in (1, 2, 3, 4):
+        trainer.step("policy", step, make_batch(step), CFG, LORA)
+
+    shared = tmp_path / "shared"
+    host_a = fresh_trainer(tiny_model_folder, shared)
+    host_b = fresh_trainer(tiny_model_folder, shared)  # up before the adapter had any checkpoint
+    for step in (1, 2):
+        host_a.step("policy", step, make_batch(step), CFG, LORA)
+    host_b.step("policy", 3, make_batch(3), CFG, LORA)  # host A is gone: B takes over from step-2
+    host_a.step("policy", 4, make_batch(4), CFG, LORA)  # and A back from B's step-3
+    assert host_b.adapters.trained == {"policy": 3} and host_a.adapters.trained == {"policy": 4}
+
+    for step in (3, 4):
+        a, b = adapter_tensors(straight, step), adapter_tensors(shared, step)
+        assert a.keys() == b.keys() and len(a) > 0
+        for key in a:
+            assert torch.equal(a[key], b[key]), (step, key)
+    key = next(iter(a))
+    assert not torch.equal(adapter_tensors(shared, 2)[key], adapter_tensors(shared, 4)[key])  # training moved it
+
+
 def test_a_repeated_step_trains_nothing_and_another_request_for_it_is_refused(tiny_model_folder, tmp_path):
     import pytest
 
