@@ -11,8 +11,6 @@ function seededOrder(taskIds: string[], seed: number, stage: string, round: numb
 }
 
 export interface TaskDraw {
-  /** Tasks recently found to have zero reward variance: passed over. */
-  skip?: Set<string>;
   /** Continues the same order, for top-ups. */
   offset?: number;
   /** A task's class (e.g. its label): each step draws the classes in turn, so that none dominates a step. */
@@ -29,14 +27,9 @@ export function sampleTasks(
   stage: string,
   step: number,
   count: number,
-  { skip = new Set(), offset = 0, stratum }: TaskDraw = {},
+  { offset = 0, stratum }: TaskDraw = {},
 ): string[] {
-  const order = seededOrder(
-    taskIds.filter((id) => !skip.has(id)),
-    seed,
-    stage,
-    step,
-  );
+  const order = seededOrder(taskIds, seed, stage, step);
   return (stratum ? interleaveBy(order, stratum) : order).slice(offset, offset + count);
 }
 
