@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 EVALRL := node dist/src/cli/main.js
 
-.PHONY: setup build lint test test-unit test-trainer test-integration demo down bench-search bench-recall bench-trainer bench-rollout bench-orchestration bench-scale
+.PHONY: setup build lint test test-unit test-trainer test-integration demo down bench-search bench-recall bench-trainer bench-decode bench-rollout bench-orchestration bench-scale
 
 setup: node_modules/.evalrl-installed
 	@bash infra/python-env.sh
@@ -47,6 +47,9 @@ bench-recall: build
 
 bench-trainer: setup
 	.venv/bin/python bench/trainer.py
+
+bench-decode: setup
+	.venv/bin/python bench/decode.py
 
 bench-rollout: build
 	node dist/bench/rollout.js

@@ -10,7 +10,7 @@ import { repoRoot } from '../paths';
 import { writeReport } from '../report/writeReport';
 import { RunClient } from '../runs/runClient';
 import { loadRunSpec } from '../runSpec';
-import { modelServerPeakGib, startModelServer } from '../stack/modelServer';
+import { modelServerPeakGib, modelServerSamplingUsage, startModelServer } from '../stack/modelServer';
 import { up } from '../stack/stack';
 import { createStore } from '../store';
 import { createWorkers, runWorkersUntil, WORKER_QUEUES } from '../workers/start';
@@ -75,6 +75,7 @@ export function registerDemoCommand(program: Command) {
         );
         const wallSeconds = Math.round((Date.now() - started) / 1000);
         const peak = modelServerPeakGib(config);
+        const sampling = await modelServerSamplingUsage(config).catch(() => null);
         console.log(
           '\nmeasured (SmolLM2-135M on this CPU; errors are standard errors over the held-out items):',
         );
@@ -82,11 +83,16 @@ export function registerDemoCommand(program: Command) {
         console.log(
           `  model server peak resident memory: ${peak === null ? 'unknown' : `${peak.toFixed(2)} GiB`}`,
         );
+        if (sampling)
+          console.log(
+            `  model server sampling: prefill ${sampling.prefill_s} s, decoding ${sampling.decode_s} s ` +
+              `(${sampling.decoded_tokens} tokens)`,
+          );
         console.log(`  wall time: ${wallSeconds} s`);
         if (opts.out)
           fs.writeFileSync(
             opts.out,
-            `${JSON.stringify({ ...result, wall_seconds: wallSeconds, model_server_peak_gib: peak }, null, 2)}\n`,
+            `${JSON.stringify({ ...result, wall_seconds: wallSeconds, model_server_peak_gib: peak, model_server_sampling: sampling }, null, 2)}\n`,
           );
         for (const runId of [ladder.runs.trained, ladder.runs.untrained]) {
           const report = await writeReport(

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { z } from 'zod';
 import type { Config } from '../config';
 import { repoRoot } from '../paths';
 import {
@@ -26,15 +27,15 @@ export interface ModelServerSettings {
 
 export const modelServerProcess = (config: Config) => managedProcess(config.dataDir, 'model-server');
 
-export async function modelServerHealthy(config: Config): Promise<boolean> {
+function health(config: Config): Promise<Response> {
   const headers: Record<string, string> = config.modelServer.token
     ? { authorization: `Bearer ${config.modelServer.token}` }
     : {};
-  const response = await fetch(new URL('/health', config.modelServer.url), {
-    headers,
-    signal: AbortSignal.timeout(2000),
-  });
-  return response.ok;
+  return fetch(new URL('/health', config.modelServer.url), { headers, signal: AbortSignal.timeout(2000) });
+}
+
+export async function modelServerHealthy(config: Config): Promise<boolean> {
+  return (await health(config)).ok;
 }
 
 /** Starts the Python model server (trainer/) from the project's virtual environment, on the configured URL's port. */
@@ -81,4 +82,17 @@ export const stopModelServer = (config: Config, signal: NodeJS.Signals = 'SIGTER
 export function modelServerPeakGib(config: Config): number | null {
   const pid = runningPid(modelServerProcess(config));
   return pid === undefined ? null : peakResidentGib(pid);
+}
+
+const samplingUsageSchema = z.object({
+  prefill_s: z.number(),
+  decode_s: z.number(),
+  decoded_tokens: z.number(),
+});
+export type SamplingUsage = z.infer<typeof samplingUsageSchema>;
+
+/** Where the model server's sampling time went so far (its /health), or null when it does not say. */
+export async function modelServerSamplingUsage(config: Config): Promise<SamplingUsage | null> {
+  const parsed = z.object({ sampling: samplingUsageSchema }).safeParse(await (await health(config)).json());
+  return parsed.success ? parsed.data.sampling : null;
 }

@@ -1,5 +1,5 @@
-"""The sampling engine: requests queue up; one thread decodes them in batches with a KV cache, each prompt
-prefilled alone from its longest cached prefix (prefix_cache.py).
+"""The sampling engine: requests queue up; one thread decodes them in batches with a KV cache written in place
+(kv_cache.py), each prompt prefilled alone from its longest cached prefix (prefix_cache.py).
 
 Throughput mode batches whatever is waiting (up to max_batch), also across adapters (PEFT mixed-adapter
 batches). Deterministic mode decodes one request at a time, so a seeded sample depends only on its adapter,
@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from transformers import DynamicCache
 
 from .adapters import Adapters
+from .kv_cache import GrowingCache
 from .prefix_cache import Layers, PrefixCache
 
 Mode = Literal["throughput", "deterministic"]
@@ -61,6 +62,7 @@ class Sampler:
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.queue: queue.Queue[tuple[SampleRequest, Future]] = queue.Queue()
         self.batches = 0
+        self.usage = {"prefill_s": 0.0, "decode_s": 0.0, "decoded_tokens": 0}  # where sampling time goes (/health)
         threading.Thread(target=self._loop, name="sampler", daemon=True).start()
 
     def submit(self, request: SampleRequest) -> Future:
@@ -91,16 +93,23 @@ class Sampler:
     @torch.no_grad()
     def decode(self, requests: list[SampleRequest]) -> list[Sample]:
         device = self.adapters.base.device
+        started = time.monotonic()
         prefilled = [self._prefill(r, device) for r in requests]
+        prefilled_at = time.monotonic()
         with self._adapters_for([r.adapter for r in requests]) as (model, extra):
-            return self._decode(requests, prefilled, model, extra, device)
+            samples = self._decode(requests, prefilled, model, extra, device)
+        self.usage["prefill_s"] += prefilled_at - started
+        self.usage["decode_s"] += time.monotonic() - prefilled_at
+        self.usage["decoded_tokens"] += sum(len(s.token_ids) for s in samples)
+        return samples
 
     def _owner(self, r: SampleRequest) -> tuple:
         return r.adapter, self.adapters.revision(r.adapter)
 
     def _prefill(self, r: SampleRequest, device) -> tuple[torch.Tensor, Layers]:
         """One request's prompt through the model from its longest cached prefix (each alone: no padding, no
-        T × T mask). Returns its last position's logits (the only ones sampling needs) and its keys/values."""
+        T × T mask). Returns its last position's logits (the only ones sampling needs) and its keys/values, sized
+        exactly (a DynamicCache: one forward pass appends once, and decoding re-buffers the batch anyway)."""
         cached, layers = self.cache.lookup(self._owner(r), r.prompt_ids)
         cache = DynamicCache()
         for layer, (k, v) in enumerate(layers or []):
@@ -118,7 +127,7 @@ class Sampler:
         B = len(requests)
         lengths = [len(r.prompt_ids) for r in requests]
         longest = max(lengths)
-        cache = DynamicCache()
+        cache = GrowingCache()
         logits = torch.stack([p[0] for p in prefilled])
         per_request = [p[1] for p in prefilled]
         prefilled.clear()  # from here on only the batched copy is kept
@@ -170,7 +179,7 @@ class Sampler:
             logits = model(input_ids=next_ids, attention_mask=attn, position_ids=positions, past_key_values=cache, use_cache=True, **extra).logits[:, -1]
         return [self._finish(r, out_ids[i], out_lp[i], finish[i] or "length") for i, r in enumerate(requests)]
 
-    def _remember(self, r: SampleRequest, token_ids: list[int], cache: DynamicCache, row: int, columns: slice):
+    def _remember(self, r: SampleRequest, token_ids: list[int], cache: GrowingCache, row: int, columns: slice):
         """Keeps a finished request's keys/values for a later prompt that extends it: its prompt and every
         sampled token fed back (all but the last, which was never fed)."""
         layers = [(layer.keys[row : row + 1, :, columns].clone(), layer.values[row : row + 1, :, columns].clone()) for layer in cache.layers]

@@ -176,7 +176,8 @@ def create_app(
     def health():
         cache = sampler.cache
         return {"ok": True, "mode": sampler.mode, "device": str(base.device), "adapters": adapters.trained,
-                "prefix_cache": {"entries": len(cache.entries), "mb": round(cache.used / 2**20, 1), "hit_tokens": cache.hits, "computed_tokens": cache.misses}}  # fmt: skip
+                "prefix_cache": {"entries": len(cache.entries), "mb": round(cache.used / 2**20, 1), "hit_tokens": cache.hits, "computed_tokens": cache.misses},
+                "sampling": {k: round(v, 1) for k, v in sampler.usage.items()}}  # fmt: skip
 
     @app.get("/v1/models")
     def models():

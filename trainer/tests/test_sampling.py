@@ -110,6 +110,7 @@ def test_rows_that_finish_leave_the_batch_and_keep_their_keys_for_the_next_turn(
         hook.remove()
     assert [len(s.token_ids) for s in samples] == [2, 9, 5]
     assert rows == [3, 2, 2, 2, 1, 1, 1, 1]
+    assert sampler.usage["decoded_tokens"] == 16 and sampler.usage["prefill_s"] > 0 and sampler.usage["decode_s"] > 0
     alone = [Sampler(Adapters(tiny_base, tmp_path / f"alone-{i}"), mode="deterministic").decode([r])[0]
              for i, r in enumerate(reqs)]  # fmt: skip
     for batched, single in zip(samples, alone):  # the same seeded draws, batch or not (up to float noise)

@@ -1,0 +1,54 @@
+"""A KV cache that decodes without copying itself: each layer's keys and values live in a buffer with room for
+the next GROWTH tokens, written in place. transformers' DynamicLayer appends with torch.cat, which copies the
+whole cache at every decoded token. bench/decode measures both: SmolLM2-135M on 2 cores decodes a step of
+batch 8 × 1,500 cached tokens 1.22× faster this way, batch 16 × 1,500 1.46×.
+
+`keys` and `values` are views of the buffer's filled part, so everything that reads a DynamicLayer (masks,
+sequence length, slicing a finished row out) reads this one the same way. Anything that replaces them (the
+batch selection of finished rows, a crop) is noticed at the next write, which re-buffers from them.
+"""
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import Cache, DynamicLayer
+
+GROWTH = 256  # tokens of room per re-buffering: a copy every 256 tokens instead of every token
+
+
+class GrowingLayer(DynamicLayer):
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        super().lazy_initialization(key_states, value_states)
+        self.key_buffer: torch.Tensor | None = None
+        self.value_buffer: torch.Tensor | None = None
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        start = self.get_seq_length()
+        end = start + key_states.shape[-2]
+        if not self._buffer_holds(end, key_states.shape[0]):
+            self._rebuffer(key_states, value_states, start, end)
+        self.key_buffer[..., start:end, :] = key_states
+        self.value_buffer[..., start:end, :] = value_states
+        self.keys, self.values = self.key_buffer[..., :end, :], self.value_buffer[..., :end, :]
+        return self.keys, self.values
+
+    def _buffer_holds(self, end: int, batch: int) -> bool:
+        """True while `keys` is still the buffer's own prefix and the buffer has room for `end` tokens."""
+        buffer = self.key_buffer
+        return buffer is not None and buffer.shape[0] == batch and buffer.shape[-2] >= end and self.keys.data_ptr() == buffer.data_ptr()
+
+    def _rebuffer(self, key_states: torch.Tensor, value_states: torch.Tensor, start: int, end: int) -> None:
+        def room(like: torch.Tensor, filled: torch.Tensor) -> torch.Tensor:
+            buffer = like.new_empty((*like.shape[:-2], end + GROWTH, like.shape[-1]))
+            if start:
+                buffer[..., :start, :] = filled[..., :start, :]
+            return buffer
+
+        self.key_buffer, self.value_buffer = room(key_states, self.keys), room(value_states, self.values)
+
+
+class GrowingCache(DynamicCache):
+    """A DynamicCache whose layers are GrowingLayers."""
+
+    def __init__(self):
+        Cache.__init__(self, layer_class_to_replicate=GrowingLayer)
