@@ -34,6 +34,12 @@ const envSchema = z.object({
   EVALRL_PG_PORT: port.default(5433),
   EVALRL_MODEL_SERVER_URL: httpUrl.default('http://127.0.0.1:8000'),
   EVALRL_MODEL_SERVER_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** Where rollouts and judgements sample (vLLM or evalrl model servers), comma-separated; default: the model server. */
+  EVALRL_SAMPLING_SERVERS: z
+    .string()
+    .transform((list) => list.split(',').map((url) => url.trim()))
+    .pipe(z.array(httpUrl).min(1))
+    .optional(),
   EVALRL_TEACHER_URL: httpUrl.optional(),
   EVALRL_TEACHER_MODEL: z.string().min(1).optional(),
   EVALRL_TEACHER_API_KEY: z.string().min(1).optional(),
@@ -60,6 +66,8 @@ export interface Config {
   };
   postgres: { external: boolean; url: string; port: number };
   modelServer: { url: string; token?: string };
+  /** The sampling pool (EVALRL_SAMPLING_SERVERS); unset: rollouts and judgements sample on the model server. */
+  samplingServers?: string[];
   teacher?: { url: string; model: string; apiKey?: string };
   gpuHost: string;
 }
@@ -99,6 +107,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       port: e.EVALRL_PG_PORT,
     },
     modelServer: { url: e.EVALRL_MODEL_SERVER_URL, token: e.EVALRL_MODEL_SERVER_TOKEN },
+    samplingServers: e.EVALRL_SAMPLING_SERVERS,
     teacher: e.EVALRL_TEACHER_URL
       ? { url: e.EVALRL_TEACHER_URL, model: e.EVALRL_TEACHER_MODEL!, apiKey: e.EVALRL_TEACHER_API_KEY }
       : undefined,

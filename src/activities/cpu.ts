@@ -1,8 +1,10 @@
 import { isDeepStrictEqual } from 'node:util';
+import { log } from '@temporalio/activity';
 import { groupAdvantages } from '../grpo/advantages';
 import { selectGroups } from '../grpo/dynamicSampling';
 import { epochBatch, sampleTasks } from '../grpo/sampleTasks';
 import type { StepCalls } from '../grpo/step';
+import type { Publication } from '../modelServer/publish';
 import { stageAdapter } from '../grpo/stage';
 import { STAGE_NAMES } from '../contract';
 import { DataError } from '../env/episodes';
@@ -13,8 +15,15 @@ import { classified } from './failures';
 
 type Input<K extends keyof StepCalls> = Parameters<StepCalls[K]>[0];
 
-/** The evalrl-cpu queue: registering runs, choosing tasks, advantages, bookkeeping. No model calls. */
-export function createCpuActivities(store: Store, envOf: ReturnType<typeof createEnvs>) {
+/**
+ * The evalrl-cpu queue: registering runs, choosing tasks, advantages, bookkeeping. No model calls; with a
+ * sampling pool, `publish` hands each trained step to its servers.
+ */
+export function createCpuActivities(
+  store: Store,
+  envOf: ReturnType<typeof createEnvs>,
+  publish?: (v: { adapter: string; step: number; checkpoint: string }) => Promise<Publication>,
+) {
   return {
     /**
      * Validates the spec again (a run started by hand is refused too), records the run and claims its
@@ -94,8 +103,16 @@ export function createCpuActivities(store: Store, envOf: ReturnType<typeof creat
     recordStepMetrics: (input: Input<'recordStepMetrics'>) =>
       store.runs.recordStepMetrics(input.runId, input.stage, input.step, input.metrics),
 
-    /** Records the step's adapter version: what evaluation, reports and (in production) samplers read. */
-    recordAdapterVersion: (input: Input<'recordAdapterVersion'>) => store.runs.recordAdapterVersion(input),
+    /** Records the step's adapter version (what evaluation and reports read) and publishes it to the samplers. */
+    recordAdapterVersion: async (input: Input<'recordAdapterVersion'>) => {
+      await store.runs.recordAdapterVersion(input);
+      const publication = await publish?.(input);
+      if (publication?.failed.length)
+        log.warn(
+          `published ${publication.address} to ${publication.published.length} of ${publication.published.length + publication.failed.length} sampling servers`,
+          { failed: publication.failed },
+        );
+    },
 
     /** Where a (re)started stage continues: after the last step whose metrics were recorded. */
     nextStep: async (input: { runId: string; stage: string }) =>

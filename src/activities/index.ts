@@ -2,6 +2,8 @@ import OpenAI from 'openai';
 import type pg from 'pg';
 import type { Config } from '../config';
 import { ModelServerClient } from '../modelServer/client';
+import { publishStep } from '../modelServer/publish';
+import { createSamplerPool } from '../modelServer/samplerPool';
 import { paths } from '../paths';
 import { loadSkills } from '../reward/skills';
 import { availableVerifiers } from '../reward/verifiers';
@@ -17,9 +19,15 @@ export function createActivities(pool: pg.Pool, config: Config) {
   const { url, token } = config.modelServer;
   const store = createStore(pool);
   const modelServer = new ModelServerClient({ url, token });
+  const samplers = config.samplingServers && createSamplerPool(config.samplingServers, token);
   const deps = {
     store,
-    llm: new OpenAI({ baseURL: `${url}/v1`, apiKey: token ?? 'unused', maxRetries: 0 }),
+    llm: new OpenAI({
+      baseURL: `${url}/v1`,
+      apiKey: token ?? 'unused',
+      maxRetries: 0,
+      fetch: samplers?.fetch,
+    }),
     modelServer,
     skills: loadSkills(paths.skills(), availableVerifiers(true), availableVerifiers(false)),
     teacher: config.teacher,
@@ -27,7 +35,11 @@ export function createActivities(pool: pg.Pool, config: Config) {
   const envOf = createEnvs(deps);
   const gpu = createGpuActivities(store, modelServer, config.gpuHost);
   return {
-    cpu: createCpuActivities(store, envOf),
+    cpu: createCpuActivities(
+      store,
+      envOf,
+      config.samplingServers && ((v) => publishStep(config.samplingServers!, token, v)),
+    ),
     rollout: createRolloutActivities(deps, envOf),
     judge: createJudgeActivities(envOf),
     gpu: { gpuHost: gpu.gpuHost },

@@ -54,10 +54,17 @@ export class BadSamplingRequest extends Error {
   }
 }
 
-/** Extra fields the model server and vLLM add to a completion (absent from hosted APIs). */
+/**
+ * The sampled tokens in a completion: the model server's and vLLM's ids (vLLM's with `return_token_ids`),
+ * logprobs as the model server adds them or, from vLLM, in OpenAI's `logprobs.content`.
+ */
 interface SampledTokens {
   prompt_token_ids?: number[];
-  choices: { token_ids?: number[]; token_logprobs?: number[] }[];
+  choices: {
+    token_ids?: number[];
+    token_logprobs?: number[];
+    logprobs?: { content?: { logprob: number }[] | null } | null;
+  }[];
 }
 
 const MALFORMED_IN_A_ROW = 2;
@@ -110,8 +117,10 @@ export async function agentLoop(
     const record: Turn = {
       promptTokenIds: sampled.prompt_token_ids,
       tokenIds: sampled.choices[0]?.token_ids,
-      logprobs: sampled.choices[0]?.token_logprobs,
+      logprobs:
+        sampled.choices[0]?.token_logprobs ?? sampled.choices[0]?.logprobs?.content?.map((c) => c.logprob),
       finishReason: choice.finish_reason,
+      model: reply.model,
       modelMs: t1 - t0,
       toolMs: 0,
     };
@@ -169,6 +178,8 @@ async function complete(
         top_p: s.topP,
         max_tokens: maxTokens,
         seed: s.seed === undefined ? undefined : s.seed + turn,
+        logprobs: true,
+        ...{ return_token_ids: true }, // vLLM's: the prompt's and the sample's token ids, what training needs
       },
       { timeout: s.timeoutMs, maxRetries: 0, signal },
     );

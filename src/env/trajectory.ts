@@ -7,6 +7,8 @@ export const turnSchema = z.object({
   tokenIds: z.array(z.number().int()).optional(),
   logprobs: z.array(z.number()).optional(),
   finishReason: z.string(),
+  /** The version the server sampled from, `policy@step-3` (absent in turns stored before this field). */
+  model: z.string().optional(),
   modelMs: z.number(),
   toolMs: z.number(),
 });

@@ -141,6 +141,10 @@ export function stageInput(spec: RunSpec, runId: string, stage: StageName): Omit
   };
 }
 
-/** Step N samples from the adapter as step N-1 left it; step 1 from where the stage starts. */
+/**
+ * Step N samples from the version step N-1 trained, by its address (`adapter@step-N-1`); step 1 from where the
+ * stage starts. Every sample names its version: a step redone after a crash samples what it first sampled,
+ * and a sampling server that does not hold that version refuses rather than answers from another.
+ */
 export const samplingModel = (s: Pick<StageInput, 'adapter' | 'startModel'>, step: number) =>
-  step <= 1 ? s.startModel : s.adapter;
+  step <= 1 ? s.startModel : `${s.adapter}@step-${step - 1}`;

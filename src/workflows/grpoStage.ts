@@ -27,6 +27,7 @@ import {
   type StageInput,
   type StageStatus,
 } from '../contract';
+import { samplingModel } from '../grpo/stage';
 import { grpoStep, type StepCalls } from '../grpo/step';
 import { parseHyperparameterChange, type HyperparameterChange } from '../hyperparameters';
 import { rootMessage } from '../rootMessage';
@@ -145,7 +146,7 @@ export async function grpoStage(input: StageInput): Promise<StageStatus> {
             runId: input.runId,
             label: `${input.stage}:step-${step}`,
             kind: input.evaluation.kind,
-            model: input.adapter,
+            model: samplingModel(input, step + 1), // the version this step trained
             split: input.evaluation.split,
             count: input.evaluation.count,
             seed: input.seed,

@@ -61,7 +61,7 @@ it('trains a step exactly once, publishes it, and reports progress', async () =>
   expect(await client.trainProgress('policy')).toMatchObject({ running: false, latest_step: 1 });
   const checkpoint = path.join(dir, 'checkpoints', 'policy', 'step-1', 'adapter', 'policy');
   await client.loadAdapter('policy-published', checkpoint);
-  expect(await client.models()).toEqual(['base', 'policy', 'policy-published']);
+  expect(await client.models()).toEqual(['base', 'policy', 'policy-published', 'policy@step-1']);
   const sample = await client.chat({
     model: 'policy-published',
     messages: [{ role: 'user', content: 'x' }],

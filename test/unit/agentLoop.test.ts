@@ -58,6 +58,43 @@ describe('the agent loop', () => {
       agentLoop(refused, [], [], settings, { call: async () => ({ content: '' }) }),
     ).rejects.toThrow(BadSamplingRequest);
   });
+
+  it("asks for the sampled tokens and records them from vLLM's shape of reply, with the version", async () => {
+    let asked: Record<string, unknown> = {};
+    const create = async (body: Record<string, unknown>) => {
+      asked = body;
+      return {
+        model: 'policy@step-2',
+        prompt_token_ids: [1, 2, 3],
+        usage: { total_tokens: 5 },
+        choices: [
+          {
+            finish_reason: 'stop',
+            message: { content: 'done', tool_calls: [] },
+            token_ids: [7, 8],
+            logprobs: {
+              content: [
+                { token: 'do', logprob: -0.5 },
+                { token: 'ne', logprob: -0.25 },
+              ],
+            },
+          },
+        ],
+      };
+    };
+    const vllm = { chat: { completions: { create } } } as unknown as OpenAI;
+    const loop = await agentLoop(vllm, [{ role: 'user', content: 'x' }], [], settings, {
+      call: async () => ({ content: '' }),
+      text: () => ({ content: '', done: true }),
+    });
+    expect(asked).toMatchObject({ logprobs: true, return_token_ids: true });
+    expect(loop.turns[0]).toMatchObject({
+      model: 'policy@step-2',
+      promptTokenIds: [1, 2, 3],
+      tokenIds: [7, 8],
+      logprobs: [-0.5, -0.25],
+    });
+  });
 });
 
 describe('the judge', () => {

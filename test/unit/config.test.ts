@@ -21,6 +21,7 @@ describe('loadConfig', () => {
     expect(config.postgres.external).toBe(false);
     expect(config.postgres.url).toBe('postgres://evalrl@127.0.0.1:5433/evalrl');
     expect(config.modelServer.url).toBe('http://127.0.0.1:8000');
+    expect(config.samplingServers).toBeUndefined();
     expect(config.teacher).toBeUndefined();
   });
 
@@ -30,8 +31,10 @@ describe('loadConfig', () => {
       DATABASE_URL: 'postgres://u:p@db:5432/evalrl',
       EVALRL_TEACHER_URL: 'https://judge.example/v1',
       EVALRL_TEACHER_MODEL: 'gpt-judge',
+      EVALRL_SAMPLING_SERVERS: 'http://gpu-1:8000, http://gpu-2:8000',
     });
     expect(config.temporal).toMatchObject({ external: true, address: 'temporal.internal:7233' });
+    expect(config.samplingServers).toEqual(['http://gpu-1:8000', 'http://gpu-2:8000']);
     expect(config.postgres).toMatchObject({ external: true, url: 'postgres://u:p@db:5432/evalrl' });
     expect(config.teacher).toEqual({
       url: 'https://judge.example/v1',
@@ -51,6 +54,7 @@ describe('loadConfig', () => {
     ['EVALRL_TEMPORAL_PORT', 'abc', /number/],
     ['EVALRL_MODEL_SERVER_URL', 'ftp://host', /http/],
     ['EVALRL_MODEL_SERVER_TOKEN', 'short', /16 characters/],
+    ['EVALRL_SAMPLING_SERVERS', 'http://gpu-1:8000,gpu-2:8000', /http/],
     ['TEMPORAL_NAMESPACE', 'bad namespace!', /namespace/],
   ])('refuses a malformed %s, naming it', (variable, value, reason) => {
     const err = configError({ [variable]: value });

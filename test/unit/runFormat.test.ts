@@ -45,7 +45,7 @@ it('builds every stage from one spec: same loop, different environment, seed-der
   expect([rm.adapter, policy.adapter]).toEqual(['rm', 'p']);
   expect([rm.lora.init_seed, policy.lora.init_seed]).toEqual(['5:rewardModel', '5:policy']);
   expect(policy.hyperparameters).toMatchObject({ learning_rate: 2e-4, clip_low: 0.2, clip_high: 0.28 });
-  expect([samplingModel(policy, 1), samplingModel(policy, 2)]).toEqual(['base', 'p']);
+  expect([samplingModel(policy, 1), samplingModel(policy, 2)]).toEqual(['base', 'p@step-1']);
 
   // With warm starts, the GRPO stages start from their last checkpoint.
   const warm = parseRunSpec({

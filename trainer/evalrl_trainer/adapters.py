@@ -1,7 +1,8 @@
 """Named LoRA adapters resident on one base model: trained ones with checkpoints, loaded ones read-only.
 
 Addressing (the `model` of a request): `base`; `policy` or `policy@latest` (the adapter as trained so far);
-`policy@step-12` (that checkpoint, loaded on first use as a read-only adapter).
+`policy@step-12` (that step: the trained adapter itself while it is at that step, a copy published under that
+address with load_lora_adapter, or else its checkpoint, loaded on first use as a read-only adapter).
 """
 import copy
 import hashlib
@@ -18,6 +19,7 @@ from .base_model import BaseModel
 from .lora import LoraSettings, lora_config
 
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+KEEP_LOADED_STEPS = 2
 ADDRESS = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_-]{0,63})(?:@(?P<ref>latest|step-(?P<step>\d+)))?$")
 
 
@@ -54,12 +56,24 @@ class Adapters:
                 return name
             raise AdapterError(f"model: unknown adapter '{name}'; resident: {', '.join(self.names()) or 'none'}")
         step = int(m.group("step"))
+        if self.trained.get(name) == step:
+            return name  # trained here and still at that step (a stage trains only after its rollouts are in)
+        if address in self.loaded:
+            return address  # published under its address (load_lora_adapter)
         alias = f"{name}__step_{step}"
         if alias not in self.loaded:
             if step not in checkpoints.complete_steps(self.root, name):
                 raise AdapterError(f"model: adapter '{name}' has no checkpoint step-{step}")
             self._load(alias, checkpoints.adapter_weights_path(self.root, name, step))
+            self._evict_old_steps(name)
         return alias
+
+    def _evict_old_steps(self, name: str) -> None:
+        """Checkpoints loaded on demand (a sampling host following a trainer) keep the two newest per adapter:
+        step N+1 samples from step N, and a late retry may still ask for N-1."""
+        loaded = sorted((int(a.rsplit("_", 1)[1]), a) for a in self.loaded if a.startswith(f"{name}__step_"))
+        for _, alias in loaded[:-KEEP_LOADED_STEPS]:
+            self.unload(alias)
 
     def revision(self, name: str | None) -> int:
         return 0 if name is None else self.revisions.get(name, 0)
@@ -145,8 +159,10 @@ class Adapters:
 
     # --- read-only adapters (vLLM's load_lora_adapter) ----------------------------------------------------
     def load_external(self, name: str, path: Path) -> None:
-        if not NAME.match(name):
-            raise AdapterError(f"lora_name: '{name}' is not a valid name")
+        """`name` is a plain name or a version's address, `policy@step-3` (how evalrl publishes a trained step)."""
+        m = ADDRESS.match(name)
+        if not m or m.group("ref") == "latest":
+            raise AdapterError(f"lora_name: '{name}' is not a valid name (a name, or name@step-N)")
         if name in self.trained:
             raise AdapterError(f"lora_name: '{name}' is a trained adapter here; pick another name")
         if not (path / "adapter_config.json").exists():

@@ -51,6 +51,7 @@ class ChatRequest(BaseModel):
     stop: str | list[str] | None = None
     logprobs: bool = False
     ignore_eos: bool = False  # vLLM's extension: always sample max_tokens (benchmarks)
+    return_token_ids: bool = False  # vLLM's extension; token ids come back whatever it says
 
     @field_validator("messages")
     @classmethod
@@ -181,7 +182,8 @@ def create_app(
 
     @app.get("/v1/models")
     def models():
-        names = ["base", *adapters.names()]
+        # A trained adapter also under its current step's address: what a sampling pool routes by.
+        names = ["base", *adapters.names(), *(f"{name}@step-{step}" for name, step in sorted(adapters.trained.items()))]
         return {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "evalrl"} for n in names]}
 
     @app.post("/v1/chat/completions")

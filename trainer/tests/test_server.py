@@ -72,6 +72,28 @@ def test_train_step_is_exactly_once_and_publishable_to_sampling(server):
     assert client.post("/v1/unload_lora_adapter", json={"lora_name": "published"}).status_code == 200
 
 
+def test_a_step_is_addressed_as_the_trained_adapter_a_published_copy_or_its_checkpoint(server):
+    """`policy@step-N` samples the trained adapter itself while it is at step N (no copy), a copy published
+    under that address, or else the checkpoint, loaded on demand; a host keeps two loaded steps per adapter."""
+    client, adapters, root = server
+    for step in (1, 2, 3):
+        body = {"adapter": "policy", "step": step, "sequences": [sequence(1.0), sequence(-1.0)], "lora": {"rank": 4, "alpha": 8}}
+        assert client.post("/train/step", json=body).status_code == 200
+    assert adapters.resolve("policy@step-3") == "policy"
+    assert "policy@step-3" in [m["id"] for m in client.get("/v1/models").json()["data"]]  # what a pool routes by
+    assert adapters.resolve("policy@step-1") == "policy__step_1"
+    assert adapters.resolve("policy@step-0") == "policy__step_0"
+    assert adapters.resolve("policy@step-2") == "policy__step_2"
+    assert sorted(a for a in adapters.loaded if a.startswith("policy__")) == ["policy__step_1", "policy__step_2"]
+    path = checkpoints.adapter_weights_path(root, "policy", 2)
+    r = client.post("/v1/load_lora_adapter", json={"lora_name": "other@step-2", "lora_path": str(path)})
+    assert r.status_code == 200, r.text
+    assert adapters.resolve("other@step-2") == "other@step-2"
+    ask = {"model": "other@step-2", "messages": [{"role": "user", "content": "x"}], "max_tokens": 4}
+    assert client.post("/v1/chat/completions", json=ask).status_code == 200
+    assert client.post("/v1/load_lora_adapter", json={"lora_name": "other@latest", "lora_path": str(path)}).status_code == 400
+
+
 @pytest.mark.parametrize(
     "body, field",
     [
