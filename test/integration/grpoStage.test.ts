@@ -4,7 +4,8 @@ import { Runtime, Worker } from '@temporalio/worker';
 import { workerLogger } from '../../src/workers/logger';
 import type { Config } from '../../src/config';
 import { rewardWeightsSchema } from '../../src/reward/deterministic';
-import { stopModelServer } from '../../src/stack/modelServer';
+import { ModelServerClient } from '../../src/modelServer/client';
+import { startModelServer, stopModelServer } from '../../src/stack/modelServer';
 import {
   cancelSignal,
   pauseSignal,
@@ -17,7 +18,14 @@ import {
 import { hyperparametersSchema } from '../../src/hyperparameters';
 import { grpoStage } from '../../src/workflows/grpoStage';
 import { withWorkers } from './runFixtures';
-import { cli, stackConfig, startTinyModelServer, tempDataDir, TEST_STACK_ENV } from './testStack';
+import {
+  cli,
+  stackConfig,
+  startTinyModelServer,
+  tempDataDir,
+  TEST_STACK_ENV,
+  tinyServerSettings,
+} from './testStack';
 
 jest.setTimeout(600_000);
 Runtime.install({ logger: workerLogger() });
@@ -197,4 +205,55 @@ it('runs GRPO steps of the policy stage on Temporal: every step trained once, tr
     );
     expect(trajectories.rows[0]).toEqual({ n: 8, keys: 8 });
   });
+});
+
+it('samples through a pool of two hosts, publishing every step, and goes on when the sampler host dies mid-stage', async () => {
+  const samplerDir = tempDataDir('evalrl-grpo-sampler-');
+  const sampler = stackConfig({
+    ...TEST_STACK_ENV,
+    EVALRL_DATA_DIR: samplerDir,
+    EVALRL_MODEL_SERVER_URL: 'http://127.0.0.1:18024',
+  });
+  await startModelServer(sampler, tinyServerSettings(dir)); // the trainer's model and checkpoint folder
+  const pooled = stackConfig({
+    ...TEST_STACK_ENV,
+    EVALRL_MODEL_SERVER_URL: config.modelServer.url,
+    EVALRL_SAMPLING_SERVERS: `${config.modelServer.url},${sampler.modelServer.url}`,
+  });
+  const samplerClient = new ModelServerClient({ url: sampler.modelServer.url, attempts: 1 });
+  const runId = `grpo-stage-pool-${Date.now()}`;
+  try {
+    await withWorkers(pooled, async (client, pool) => {
+      const handle = await client.workflow.start(grpoStage, {
+        taskQueue: TASK_QUEUES.workflows,
+        workflowId: runId,
+        args: [baseInput(runId, 'pooled', 3)],
+      });
+      // Step 1 is published to the sampler host, which samples step 2 from it until it is killed.
+      await waitFor(async () => (await samplerClient.models()).includes('pooled@step-1'));
+      const health = async () =>
+        (await (await fetch(`${sampler.modelServer.url}/health`)).json()) as {
+          sampling: { decoded_tokens: number };
+        };
+      const before = (await health()).sampling.decoded_tokens;
+      await waitFor(async () => (await health()).sampling.decoded_tokens > before);
+      await stopModelServer(sampler, 'SIGKILL');
+      expect(await handle.result()).toMatchObject({ step: 3, phase: 'done' });
+      expect(checkpointSteps('pooled')).toEqual(['step-0', 'step-1', 'step-2', 'step-3']);
+      // Every turn says which version sampled it: step N samples what step N-1 trained.
+      const { rows } = await pool.query(
+        `SELECT step, array_agg(DISTINCT turns->0->>'model') AS models, count(*)::int AS n
+         FROM trajectories WHERE run_id = $1 AND stage = 'policy' GROUP BY step ORDER BY step`,
+        [runId],
+      );
+      expect(rows).toEqual([
+        { step: 1, models: ['base'], n: 4 },
+        { step: 2, models: ['pooled@step-1'], n: 4 },
+        { step: 3, models: ['pooled@step-2'], n: 4 },
+      ]);
+    });
+  } finally {
+    await stopModelServer(sampler).catch(() => undefined);
+    fs.rmSync(samplerDir, { recursive: true, force: true });
+  }
 });
