@@ -152,11 +152,11 @@ export class ModelServerClient {
         response.status >= 500,
       );
     }
-    return JSON.parse(text);
+    return safeJson(text) ?? text; // vLLM answers adapter loads in plain text
   }
 }
 
-function safeJson(text: string): { error?: { message?: string } } | undefined {
+function safeJson(text: string): ({ error?: { message?: string } } & Record<string, unknown>) | undefined {
   try {
     return JSON.parse(text);
   } catch {

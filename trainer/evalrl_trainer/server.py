@@ -23,7 +23,7 @@ from typing import Literal
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .adapters import Adapters, AdapterError
@@ -122,12 +122,17 @@ class TrainStepRequest(BaseModel):
 
 
 class LoadAdapter(BaseModel):
+    """vLLM's LoadLoRAAdapterRequest (read in vLLM 0.34.0; 0.10.2-0.14 have the first two fields only)."""
     lora_name: str
     lora_path: str
+    load_inplace: bool = False  # without it vLLM refuses a name it already holds
+    is_3d_lora_weight: bool = False  # accepted as vLLM accepts it; a PEFT folder here needs no such flag
 
 
 class UnloadAdapter(BaseModel):
+    """vLLM's UnloadLoRAAdapterRequest."""
     lora_name: str
+    lora_int_id: int | None = None
 
 
 class AdapterRef(BaseModel):
@@ -250,15 +255,21 @@ def create_app(
         # eos_token_ids (beyond vLLM's reply): where a sampled turn ends, so demonstrations end alike.
         return {"tokens": tokens, "count": len(tokens), "max_model_len": base.max_context, "eos_token_ids": sampler.eos_ids}
 
+    # vLLM's replies, word for word: plain text on success, its refusals with its statuses.
     @app.post("/v1/load_lora_adapter")
     def load_adapter(req: LoadAdapter):
+        if req.lora_name in adapters.loaded and not req.load_inplace:
+            return error(400, f"The lora adapter '{req.lora_name}' has already been loaded. If you want to load the "
+                              "adapter in place, set 'load_inplace' to True.")  # fmt: skip
         adapters.load_external(req.lora_name, Path(req.lora_path))
-        return {"ok": True, "lora_name": req.lora_name}
+        return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' added successfully.")
 
     @app.post("/v1/unload_lora_adapter")
     def unload_adapter(req: UnloadAdapter):
+        if req.lora_name not in adapters.loaded:
+            return error(404, f"The lora adapter '{req.lora_name}' cannot be found.")
         adapters.unload(req.lora_name)
-        return {"ok": True, "lora_name": req.lora_name}
+        return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' removed successfully.")
 
     @app.post("/train/step")
     def train(req: TrainStepRequest):

@@ -94,6 +94,24 @@ def test_a_step_is_addressed_as_the_trained_adapter_a_published_copy_or_its_chec
     assert client.post("/v1/load_lora_adapter", json={"lora_name": "other@latest", "lora_path": str(path)}).status_code == 400
 
 
+def test_adapter_loading_answers_as_vllm_does(server):
+    """vLLM 0.34.0's load/unload: plain-text success, 400 for a name it holds unless load_inplace, 404 for
+    unloading a name it does not hold."""
+    client, _, root = server
+    body = {"adapter": "policy", "step": 1, "sequences": [sequence(1.0), sequence(-1.0)], "lora": {"rank": 4, "alpha": 8}}
+    assert client.post("/train/step", json=body).status_code == 200
+    load = {"lora_name": "policy@step-1", "lora_path": str(checkpoints.adapter_weights_path(root, "policy", 1))}
+    first = client.post("/v1/load_lora_adapter", json=load)
+    assert first.status_code == 200 and first.text == "Success: LoRA adapter 'policy@step-1' added successfully."
+    again = client.post("/v1/load_lora_adapter", json=load)
+    assert again.status_code == 400 and "has already been loaded" in again.json()["error"]["message"]
+    assert client.post("/v1/load_lora_adapter", json={**load, "load_inplace": True}).status_code == 200
+    gone = client.post("/v1/unload_lora_adapter", json={"lora_name": "policy@step-1", "lora_int_id": 1})
+    assert gone.status_code == 200 and gone.text == "Success: LoRA adapter 'policy@step-1' removed successfully."
+    missing = client.post("/v1/unload_lora_adapter", json={"lora_name": "policy@step-1"})
+    assert missing.status_code == 404 and missing.json()["error"]["message"] == "The lora adapter 'policy@step-1' cannot be found."
+
+
 @pytest.mark.parametrize(
     "body, field",
     [
