@@ -18,7 +18,7 @@ from evalrl_trainer.kv_cache import GrowingCache  # noqa: E402
 from evalrl_trainer.tiny_model import smollm2_folder  # noqa: E402
 
 SHAPES = [(8, 200), (8, 1500), (16, 1500)]  # (batch, cached tokens)
-STEPS = 32
+STEPS = 96  # past a re-buffering (kv_cache.GROWTH)
 
 
 @torch.no_grad()
