@@ -69,9 +69,13 @@ export function untrainedJudge(spec: RunSpec): string {
   return initialCheckpoint(spec, 'rewardModel') ?? 'base';
 }
 
-/** What judges the policy stage: this run's trained reward model, else the spec's judge, else the untrained one. */
+/**
+ * What judges the policy stage: this run's trained reward model at its last step (by address, as a sampling
+ * pool holds it), else the spec's judge, else the untrained one.
+ */
 export function policyJudge(spec: RunSpec): string {
-  if (stageEnabled(spec, 'rewardModel')) return stageAdapter(spec, 'rewardModel');
+  if (stageEnabled(spec, 'rewardModel'))
+    return `${stageAdapter(spec, 'rewardModel')}@step-${stageSteps(spec, 'rewardModel')}`;
   return spec.judge.model ?? untrainedJudge(spec);
 }
 

@@ -72,7 +72,7 @@ it('runs both stages: the policy is judged by the reward-model adapter stage 1 t
        WHERE t.run_id = $1 AND t.stage = 'policy'`,
       [runId],
     );
-    expect(judged.rows).toEqual([{ judge_model: 'rm-full' }]);
+    expect(judged.rows).toEqual([{ judge_model: 'rm-full@step-2' }]); // its last step, by address
     const published = await pool.query(
       'SELECT adapter, step, sha256 FROM published_adapters WHERE run_id = $1 ORDER BY adapter, step',
       [runId],

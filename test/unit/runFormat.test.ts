@@ -40,7 +40,7 @@ it('builds every stage from one spec: same loop, different environment, seed-der
   expect(policy.env).toMatchObject({
     kind: 'policy',
     reward: 'reference-free',
-    judge: { model: 'rm', weight: 1 },
+    judge: { model: 'rm@step-3', weight: 1 },
   });
   expect([rm.adapter, policy.adapter]).toEqual(['rm', 'p']);
   expect([rm.lora.init_seed, policy.lora.init_seed]).toEqual(['5:rewardModel', '5:policy']);
