@@ -176,7 +176,7 @@ it('sequences prepare → baseline → reward-model stage → policy stage judge
       'policy-order@1',
       'policy-order@2',
     ]);
-    expect([...fakes.judgedBy]).toEqual(['rm-order']);
+    expect([...fakes.judgedBy]).toEqual(['rm-order@step-2']); // the trained RM at its last step
     expect(result.evaluations.map((e) => e.label)).toEqual([
       'policy:base',
       'rewardModel:untrained',
@@ -216,7 +216,7 @@ it('with warm starts: policy warm start → data → judge warm start → baseli
       'policy-warm@1:grpo:policy-warm-warm@step-2',
       'policy-warm@2:grpo:policy-warm-warm@step-2',
     ]);
-    expect([...fakes.judgedBy]).toEqual(['rm-warm']);
+    expect([...fakes.judgedBy]).toEqual(['rm-warm@step-2']);
     expect(result.evaluations.map((e) => e.label)).toEqual([
       'policyWarmStart:step-2',
       'judgeWarmStart:step-2',
@@ -324,7 +324,7 @@ it('a run continues as new in the middle of its stages, trains each step once, a
       'rewardModel:step-4',
       'policy:step-4',
     ]);
-    expect([...fakes.judgedBy]).toEqual(['rm-long']);
+    expect([...fakes.judgedBy]).toEqual(['rm-long@step-4']);
   });
 });
 
