@@ -36,7 +36,51 @@ describe('templateQuestions', () => {
 
   it('does not ask the owner who sent their own mail, nor about two amounts', () => {
     const qs = templateQuestions('a', 'jane@enron.com', [email({ body: '$5 or $6' })]);
-    expect(qs.map((q) => q.source).sort()).toEqual(['template:when_sent']);
+    expect(qs.map((q) => q.source).sort()).toEqual(['template:when_sent', 'template:when_sent_topic']);
+  });
+
+  it('names an email without quoting its subject: by its rarer words, by sender and day, by a body fact', () => {
+    const mailbox = [
+      email({}),
+      email({
+        messageId: '<m2@x>',
+        subject: 'Gas contract renewal',
+        date: new Date('2001-03-09T10:00:00Z'),
+        body: 'see $7',
+      }),
+    ];
+    const qs = templateQuestions('owner-a', 'owner@enron.com', mailbox).filter(
+      (q) => q.messageIds[0] === '<m1@x>',
+    );
+    const bySource = Object.fromEntries(qs.map((q) => [q.source, q]));
+    // "gas contract" is in both subjects: the paraphrase needs "quarterly", and is still not the whole subject.
+    expect(bySource['template:who_sent_topic'].question).toBe('Who sent me the email about quarterly gas?');
+    expect(bySource['template:who_sent_topic'].question).not.toContain('Quarterly gas contract');
+    expect(bySource['template:amount_by_sender']).toMatchObject({
+      question: 'What dollar amount is mentioned in the email jane@enron.com sent me on 2001-03-05?',
+      answer: '$2,500,000',
+    });
+    expect(bySource['template:who_mentioned']).toMatchObject({
+      question: 'Who sent me the email that mentions $2,500,000?',
+      answer: 'jane@enron.com',
+    });
+    for (const q of qs.filter((q) => /_topic|_by_sender|who_mentioned/.test(q.source))) {
+      expect(q.question.toLowerCase()).not.toContain('quarterly gas contract');
+    }
+  });
+
+  it('asks no paraphrase or body-fact question that another email would also answer', () => {
+    const twin = email({
+      messageId: '<m2@x>',
+      subject: 'Gas contract quarterly',
+      date: new Date('2001-03-09T10:00:00Z'),
+    });
+    const qs = templateQuestions('owner-a', 'owner@enron.com', [email({}), twin]);
+    // Same words in both subjects, and $2,500,000 in both bodies: neither names one email.
+    expect(qs.filter((q) => /_topic$|who_mentioned/.test(q.source))).toEqual([]);
+    // Three-word subjects leave no shorter paraphrase, and a short subject is never paraphrased.
+    const short = templateQuestions('a', null, [email({ subject: 'Gas contract' })]);
+    expect(short.filter((q) => q.source.endsWith('_topic'))).toEqual([]);
   });
 });
 
