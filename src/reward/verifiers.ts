@@ -81,6 +81,52 @@ function fieldsHolding(answer: string, e: FullEmail): string[] {
   });
 }
 
+/** What a question says about the email it asks about (see src/mail/templateQuestions.ts for the phrasings). */
+export interface NamedEmail {
+  subject: string[]; // quoted: "the email with the subject "…""
+  topic: string[]; // words of its subject: "the email about celebrity cruises"
+  mentions: string[]; // a phrase of its body: "the email that mentions $1,250"
+  addresses: string[]; // its sender or a recipient: "the email jane@enron.com sent me on …"
+  dates: string[]; // the day it was sent
+}
+const NAMED_PARTS: Record<keyof NamedEmail, string> = {
+  subject: 'quoted subject',
+  topic: 'topic',
+  mentions: 'mention',
+  addresses: 'address',
+  dates: 'date',
+};
+const TOPIC = /\bthe email about (.+?)(?: sent)?\s*\?*\s*$/i;
+const MENTIONS = /\bthe email that mentions (.+?)\s*\?*\s*$/i;
+
+export function namedEmail(question: string): NamedEmail {
+  const mention = question.match(MENTIONS)?.[1];
+  // A date or address the body mentions is not the email's day or sender.
+  const rest = mention === undefined ? question : question.replace(MENTIONS, ' ');
+  const quoted = [...rest.matchAll(QUOTED)].map((m) => normalise(m[1])).filter(Boolean);
+  const topic = quoted.length ? undefined : rest.match(TOPIC)?.[1];
+  return {
+    subject: quoted,
+    topic: topic ? normalise(topic).split(' ') : [],
+    mentions: mention && normalise(mention) ? [normalise(mention)] : [],
+    addresses: addressesIn(rest),
+    dates: datesIn(rest),
+  };
+}
+
+export function isNamedEmail(named: NamedEmail, e: FullEmail): boolean {
+  const f = fields(e);
+  const subject = ` ${f.subject} `;
+  const text = ` ${f.subject} ${f.body} `;
+  return (
+    named.subject.every((p) => subject.includes(` ${p} `) || f.body.includes(p)) &&
+    named.topic.every((w) => subject.includes(` ${w} `)) &&
+    named.mentions.every((p) => text.includes(` ${p} `)) &&
+    named.addresses.every((a) => f.from.includes(a) || f.to.includes(a)) &&
+    named.dates.every((d) => f.date === d)
+  );
+}
+
 /** Verifiers are TypeScript, registered here by the name SKILL.md files use. */
 export const VERIFIERS: Record<string, Verifier> = {
   answer_matches_reference: {
@@ -138,34 +184,19 @@ export const VERIFIERS: Record<string, Verifier> = {
     async run(ctx) {
       const emails = await citedEmails(ctx, false);
       if (emails.length === 0) return { passed: false, critical: false, detail: 'no real email cited' };
-      const phrases = [...ctx.question.matchAll(QUOTED)].map((m) => normalise(m[1])).filter(Boolean);
-      const addresses = addressesIn(ctx.question);
-      const dates = datesIn(ctx.question);
-      if (phrases.length + addresses.length + dates.length === 0)
+      const named = namedEmail(ctx.question);
+      const checked = (Object.keys(named) as (keyof NamedEmail)[]).filter((k) => named[k].length > 0);
+      if (checked.length === 0)
         return {
           passed: true,
           critical: false,
-          detail: 'the question states no subject, address or date to check',
+          detail: 'the question states no subject, topic, mention, address or date to check',
         };
-      const matches = (e: FullEmail) => {
-        const f = fields(e);
-        return (
-          phrases.every((p) => ` ${f.subject} `.includes(` ${p} `) || f.body.includes(p)) &&
-          addresses.every((a) => f.from.includes(a) || f.to.includes(a)) &&
-          dates.every((d) => f.date === d)
-        );
-      };
-      const ok = emails.filter(matches).length;
+      const ok = emails.filter((e) => isNamedEmail(named, e)).length;
       return {
         passed: ok > 0,
         critical: false,
-        detail: `${ok} of ${emails.length} cited email(s) match the question's ${[
-          phrases.length && 'quoted subject',
-          addresses.length && 'address',
-          dates.length && 'date',
-        ]
-          .filter(Boolean)
-          .join(', ')}`,
+        detail: `${ok} of ${emails.length} cited email(s) match the question's ${checked.map((k) => NAMED_PARTS[k]).join(', ')}`,
       };
     },
   },

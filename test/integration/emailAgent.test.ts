@@ -313,6 +313,17 @@ describe('Skill-RM', () => {
       ctx(facts({}), null, 'Who sent me the email with the subject "Gas tariff filing"?'),
     );
     expect(wrong.passed).toBe(false);
+    // Named without a quote: by a phrase of its body (it has no subject, so no topic can name it).
+    const matches = (q: string) => runVerifier('cited_email_matches_question', ctx(facts({}), null, q));
+    expect(await matches('Who sent me the email that mentions tenant data?')).toMatchObject({
+      passed: true,
+      detail: expect.stringMatching(/mention/),
+    });
+    expect((await matches('Who sent me the email that mentions the gas tariff?')).passed).toBe(false);
+    expect((await matches('Who sent me the email about lease data?')).passed).toBe(false);
+    expect(
+      (await matches('Who sent me the email phillip.allen@enron.com sent me on 2000-12-14?')).passed,
+    ).toBe(true);
     await expect(runVerifier('answer_matches_reference', ctx(facts({}), null))).rejects.toThrow(
       /needs the reference/,
     );

@@ -1,0 +1,73 @@
+import type { FullEmail } from '../../src/mail/search';
+import { templateQuestions, type InboxEmail } from '../../src/mail/templateQuestions';
+import { isNamedEmail, namedEmail } from '../../src/reward/verifiers';
+
+// Two emails that share a sender and words of their subjects, so that every naming must pick one of them.
+const mailbox: InboxEmail[] = [
+  {
+    messageId: '<m1@x>',
+    subject: 'Quarterly gas contract',
+    fromAddress: 'jane@enron.com',
+    date: new Date('2001-03-05T10:00:00Z'),
+    body: 'The contract is worth $2,500,000 and starts April 1, 2001.',
+  },
+  {
+    messageId: '<m2@x>',
+    subject: 'Gas contract renewal',
+    fromAddress: 'jane@enron.com',
+    date: new Date('2001-03-09T10:00:00Z'),
+    body: 'Renewal at $7 per unit from May 2, 2001.',
+  },
+];
+const asRead = (e: InboxEmail): FullEmail => ({
+  message_id: e.messageId,
+  subject: e.subject,
+  from: e.fromAddress,
+  date: e.date.toISOString(),
+  to: ['owner@enron.com'],
+  cc: [],
+  bcc: [],
+  body: e.body,
+});
+
+describe('cited_email_matches_question: what a question names', () => {
+  it('reads every template phrasing, and the named email is the gold one and not the other', () => {
+    const questions = templateQuestions('owner-a', 'owner@enron.com', mailbox);
+    const sources = new Set(questions.map((q) => q.source));
+    for (const kind of ['who_sent_topic', 'amount_by_sender', 'who_mentioned', 'stated_date_topic'])
+      expect(sources).toContain(`template:${kind}`);
+    for (const q of questions) {
+      const named = namedEmail(q.question);
+      const [gold, other] = q.messageIds[0] === '<m1@x>' ? mailbox : [...mailbox].reverse();
+      expect({ q: q.question, gold: isNamedEmail(named, asRead(gold)) }).toEqual({
+        q: q.question,
+        gold: true,
+      });
+      expect({ q: q.question, other: isNamedEmail(named, asRead(other)) }).toEqual({
+        q: q.question,
+        other: false,
+      });
+    }
+  });
+
+  it('takes a date or address that the body mentions for the body, not for the day sent', () => {
+    expect(namedEmail('Who sent me the email that mentions April 1, 2001?')).toEqual({
+      subject: [],
+      topic: [],
+      mentions: ['april 1 2001'],
+      addresses: [],
+      dates: [],
+    });
+    expect(namedEmail('On what date was the email about quarterly gas sent?').topic).toEqual([
+      'quarterly',
+      'gas',
+    ]);
+    expect(
+      namedEmail('What was the subject of the email jane@enron.com sent me on 2001-03-05?'),
+    ).toMatchObject({
+      addresses: ['jane@enron.com'],
+      dates: ['2001-03-05'],
+      topic: [],
+    });
+  });
+});
