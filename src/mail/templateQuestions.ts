@@ -106,10 +106,15 @@ const STOP_WORDS = new Set(
   you your`.split(/\s+/),
 );
 
-/** A subject's distinct words that say something: lower case, without "Re:", "Fw:", numbers and stop words. */
+/** A subject's words, lower case, as topics are made of (and checked against: src/reward/verifiers.ts). */
+export const subjectWords = (subject: string): string[] =>
+  subject.toLowerCase().match(/[a-z0-9][a-z0-9'&-]*/g) ?? [];
+
+/** A subject's distinct words that say something: without "Re:", "Fw:", numbers and stop words. */
 function contentWords(subject: string): string[] {
-  const words = subject.toLowerCase().match(/[a-z0-9][a-z0-9'&-]*/g) ?? [];
-  return [...new Set(words.filter((w) => /^[a-z][a-z'&-]{2,}$/.test(w) && !STOP_WORDS.has(w)))];
+  return [
+    ...new Set(subjectWords(subject).filter((w) => /^[a-z][a-z'&-]{2,}$/.test(w) && !STOP_WORDS.has(w))),
+  ];
 }
 
 /** In how many of a mailbox's subjects each word appears. */

@@ -1,5 +1,6 @@
 import type { EpisodeFacts } from '../env/trajectory';
 import type { FullEmail, Mailbox, MailboxScope } from '../mail/search';
+import { subjectWords } from '../mail/templateQuestions';
 import { addressesIn, checkAnswer, datesIn, isIdk, normalise, numbersIn } from './answerMatch';
 
 /** What a verifier sees: the question, the episode's facts, the mailbox — and the reference, when judging may. */
@@ -107,7 +108,7 @@ export function namedEmail(question: string): NamedEmail {
   const topic = quoted.length ? undefined : rest.match(TOPIC)?.[1];
   return {
     subject: quoted,
-    topic: topic ? normalise(topic).split(' ') : [],
+    topic: topic ? subjectWords(topic) : [],
     mentions: mention && normalise(mention) ? [normalise(mention)] : [],
     addresses: addressesIn(rest),
     dates: datesIn(rest),
@@ -118,11 +119,14 @@ export function isNamedEmail(named: NamedEmail, e: FullEmail): boolean {
   const f = fields(e);
   const subject = ` ${f.subject} `;
   const text = ` ${f.subject} ${f.body} `;
+  const topicWords = new Set(subjectWords(e.subject));
+  // Addresses as written: normalising would break those with an underscore.
+  const people = [e.from, ...e.to, ...e.cc].join(' ').toLowerCase();
   return (
     named.subject.every((p) => subject.includes(` ${p} `) || f.body.includes(p)) &&
-    named.topic.every((w) => subject.includes(` ${w} `)) &&
+    named.topic.every((w) => topicWords.has(w)) &&
     named.mentions.every((p) => text.includes(` ${p} `)) &&
-    named.addresses.every((a) => f.from.includes(a) || f.to.includes(a)) &&
+    named.addresses.every((a) => people.includes(a)) &&
     named.dates.every((d) => f.date === d)
   );
 }
@@ -166,12 +170,13 @@ export const VERIFIERS: Record<string, Verifier> = {
       const answer = ctx.facts.answer ?? '';
       if (ctx.facts.answer === null || isIdk(answer))
         return { passed: false, critical: false, detail: 'no answer given' };
+      // An answer that no email the agent read and cited holds is made up, as an invented source is: critical.
       const emails = await citedEmails(ctx, true);
-      if (emails.length === 0) return { passed: false, critical: false, detail: 'no cited email was read' };
+      if (emails.length === 0) return { passed: false, critical: true, detail: 'no cited email was read' };
       const found = [...new Set(emails.flatMap((e) => fieldsHolding(answer, e)))];
       return {
         passed: found.length > 0,
-        critical: false,
+        critical: found.length === 0,
         detail: found.length
           ? `the answer appears in the cited email's ${found.join(', ')}`
           : `the answer appears in none of the ${emails.length} cited email(s) read`,
@@ -192,10 +197,11 @@ export const VERIFIERS: Record<string, Verifier> = {
           critical: false,
           detail: 'the question states no subject, topic, mention, address or date to check',
         };
+      // An answer read from another email than the one the question names is an answer to another question.
       const ok = emails.filter((e) => isNamedEmail(named, e)).length;
       return {
         passed: ok > 0,
-        critical: false,
+        critical: ok === 0,
         detail: `${ok} of ${emails.length} cited email(s) match the question's ${checked.map((k) => NAMED_PARTS[k]).join(', ')}`,
       };
     },

@@ -299,7 +299,7 @@ describe('Skill-RM', () => {
       'answer_in_cited_email',
       ctx(facts({ answer: 'quarterly pipeline tariff' }), null),
     );
-    expect(invented.passed).toBe(false);
+    expect(invented).toMatchObject({ passed: false, critical: true }); // made up: as bad as an invented source
     const unread = await runVerifier('answer_in_cited_email', ctx(facts({ readIds: [] }), null));
     expect(unread).toMatchObject({ passed: false, detail: 'no cited email was read' });
     const email = (await mailbox.read(scope(), leaseId))!;
@@ -319,7 +319,10 @@ describe('Skill-RM', () => {
       passed: true,
       detail: expect.stringMatching(/mention/),
     });
-    expect((await matches('Who sent me the email that mentions the gas tariff?')).passed).toBe(false);
+    expect(await matches('Who sent me the email that mentions the gas tariff?')).toMatchObject({
+      passed: false,
+      critical: true,
+    });
     expect((await matches('Who sent me the email about lease data?')).passed).toBe(false);
     expect(
       (await matches('Who sent me the email phillip.allen@enron.com sent me on 2000-12-14?')).passed,

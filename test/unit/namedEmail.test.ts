@@ -70,4 +70,31 @@ describe('cited_email_matches_question: what a question names', () => {
       topic: [],
     });
   });
+
+  it('checks addresses as written and topic words as the templates split subjects', () => {
+    const deal = asRead({
+      messageId: '<d@x>',
+      subject: 'Nescience: Dictionary.com Word of the Day',
+      fromAddress: 'daily_word123@dictionary.com',
+      date: new Date('2002-03-11T08:00:00Z'),
+      body: 'nescience',
+    });
+    const [topic] = templateQuestions('a', null, [
+      { ...mailbox[0] },
+      {
+        messageId: '<d@x>',
+        subject: deal.subject,
+        fromAddress: deal.from,
+        date: new Date(deal.date),
+        body: 'x',
+      },
+    ]).filter((q) => q.source === 'template:who_sent_topic' && q.messageIds[0] === '<d@x>');
+    expect(isNamedEmail(namedEmail(topic.question), deal)).toBe(true);
+    expect(
+      isNamedEmail(
+        namedEmail('Who sent me the email daily_word123@dictionary.com sent me on 2002-03-11?'),
+        deal,
+      ),
+    ).toBe(true);
+  });
 });
