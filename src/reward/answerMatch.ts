@@ -24,8 +24,8 @@ export function normalise(text: string): string {
   return text
     .toLowerCase()
     .replace(/(\d),(\d{3})/g, '$1$2')
-    .replace(/[^a-z0-9@.\-$/ ]+/g, ' ')
-    .replace(/(^|\s)[.\-/]+|[.\-/]+(\s|$)/g, ' ')
+    .replace(/[^a-z0-9@._\-$/ ]+/g, ' ')
+    .replace(/(^|\s)[._\-/]+|[._\-/]+(\s|$)/g, ' ')
     .split(/\s+/)
     .filter((w) => w && !ARTICLES.has(w))
     .join(' ');

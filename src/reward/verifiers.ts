@@ -120,13 +120,11 @@ export function isNamedEmail(named: NamedEmail, e: FullEmail): boolean {
   const subject = ` ${f.subject} `;
   const text = ` ${f.subject} ${f.body} `;
   const topicWords = new Set(subjectWords(e.subject));
-  // Addresses as written: normalising would break those with an underscore.
-  const people = [e.from, ...e.to, ...e.cc].join(' ').toLowerCase();
   return (
     named.subject.every((p) => subject.includes(` ${p} `) || f.body.includes(p)) &&
     named.topic.every((w) => topicWords.has(w)) &&
     named.mentions.every((p) => text.includes(` ${p} `)) &&
-    named.addresses.every((a) => people.includes(a)) &&
+    named.addresses.every((a) => f.from.includes(a) || f.to.includes(a)) &&
     named.dates.every((d) => f.date === d)
   );
 }

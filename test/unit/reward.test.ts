@@ -27,6 +27,7 @@ describe('answer matching', () => {
   it('normalises case, punctuation, articles and thousands separators', () => {
     expect(normalise('The  Lease, signed!')).toBe('lease signed');
     expect(normalise('$1,500.00')).toBe('$1500.00');
+    expect(normalise('From: _Daily_Word_123@dictionary.com_')).toBe('from daily_word_123@dictionary.com');
     expect(exactMatch('Phillip.Allen@enron.com.', 'phillip.allen@enron.com')).toBe(true);
     expect(exactMatch('', '')).toBe(false);
   });
