@@ -85,6 +85,7 @@ function instantActivities(stepSeconds: number[]) {
         entropy: 0,
         grad_norm: 0,
         update_norm: 0,
+        no_signal: false,
         tokens: i.advantages.length,
         seconds: 0,
         learning_rate: i.hyperparameters.learning_rate,

@@ -160,6 +160,7 @@ export function stepMetrics(
     'optim/clip_fraction': trained.clip_fraction,
     'optim/grad_norm': trained.grad_norm,
     'optim/update_norm': trained.update_norm,
+    'optim/no_signal': trained.no_signal ? 1 : 0,
     'optim/lr': trained.learning_rate,
     'optim/tokens': trained.tokens,
     'time/rollout_s': (t.rolledOut - t.started) / 1000,

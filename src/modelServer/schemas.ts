@@ -84,6 +84,8 @@ export const trainStepResultSchema = z.object({
   grad_norm: z.number(),
   /** L2 norm of the weights' change in this step. */
   update_norm: z.number().default(0),
+  /** No sample carried an advantage (and no KL term): the server left the weights and optimizer as they were. */
+  no_signal: z.boolean().default(false),
   tokens: z.number(),
   seconds: z.number(),
   learning_rate: z.number(),

@@ -43,7 +43,10 @@ const STEP_CHECKS: Check[] = [
     flag: 'adapter did not move',
     supervised: true,
     fires: (m) => m['optim/update_norm'] !== undefined && m['optim/update_norm'] < 1e-9,
-    meaning: () => 'the step left the LoRA weights unchanged',
+    meaning: (m) =>
+      m['optim/no_signal']
+        ? 'no sample carried an advantage, so the step left the LoRA weights and optimizer unchanged'
+        : 'the step left the LoRA weights unchanged',
     advice: 'check that some advantage is non-zero (see zero-variance groups) and the learning rate',
   },
   {

@@ -75,7 +75,12 @@ describe('learning-signal health', () => {
       {
         stage: 'policy',
         step: 2,
-        metrics: { 'groups/zero_variance': 1, 'samples/failed': 0.5, 'optim/update_norm': 0 },
+        metrics: {
+          'groups/zero_variance': 1,
+          'samples/failed': 0.5,
+          'optim/update_norm': 0,
+          'optim/no_signal': 1,
+        },
       },
       { stage: 'policyWarmStart', step: 3, metrics: { 'groups/zero_variance': 1, 'optim/update_norm': 0.2 } },
     ];
@@ -96,6 +101,7 @@ describe('learning-signal health', () => {
       'rewardModel:untrained:failed judgements',
     ]);
     expect(flags[0]).toMatchObject({ step: 2, advice: expect.stringMatching(/more samples per group/) });
+    expect(flags[2].meaning).toMatch(/no sample carried an advantage/);
     expect(healthFlags(steps.slice(0, 1), [])).toEqual([]);
   });
 });

@@ -86,13 +86,20 @@ def train_step(
     cfg: StepConfig,
     on_micro_batch: Callable[[int, int], None] = lambda done, total: None,
 ) -> dict[str, float]:
-    """Accumulates the loss over micro-batches, clips the LoRA gradient norm, takes one optimizer step."""
+    """Accumulates the loss over micro-batches, clips the LoRA gradient norm, takes one optimizer step.
+
+    A step with no signal (every advantage 0, no KL term) leaves the weights and the optimizer as they were:
+    its gradient is 0, but Adam's momentum would still move every weight by up to the learning rate."""
     started = time.perf_counter()
+    tokens = float(sum(sum(s.mask) for s in sequences))
+    if cfg.loss.kl_coef == 0 and all(s.advantage == 0 for s in sequences):
+        return {"loss": 0.0, "clip_fraction": 0.0, "approx_kl_old": 0.0, "kl_ref": 0.0, "entropy": 0.0, "grad_norm": 0.0,
+                "update_norm": 0.0, "tokens": tokens, "micro_batches": 0, "no_signal": True,
+                "seconds": time.perf_counter() - started}  # fmt: skip
     device = next(model.parameters()).device
     for group in optimizer.param_groups:
         group["lr"] = cfg.learning_rate
     trainable = [p for p in model.parameters() if p.requires_grad]
-    tokens = float(sum(sum(s.mask) for s in sequences))
     longest = max(len(s.token_ids) for s in sequences)
     normaliser = loss_normaliser(tokens, len(sequences), longest, cfg.loss.aggregation)
     plan = plan_micro_batches([len(s.token_ids) for s in sequences], cfg.tokens_per_micro_batch)
@@ -129,6 +136,7 @@ def train_step(
         "update_norm": update_norm,
         "tokens": tokens,
         "micro_batches": len(plan),
+        "no_signal": False,
         "seconds": time.perf_counter() - started,
     }
 

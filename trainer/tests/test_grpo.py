@@ -125,6 +125,25 @@ def test_negative_advantage_lowers_the_sequence_logprob(tiny_base):
     assert after < before
 
 
+def test_a_step_without_signal_leaves_weights_and_optimizer_as_they_were(tiny_base):
+    """After a step with signal Adam has momentum; a step whose advantages are all 0 must not spend it."""
+    torch.manual_seed(0)
+    model = with_lora(tiny_base.model, LoraSettings(rank=4, alpha=8))
+    ids = torch.randint(0, 1000, (12,)).tolist()
+    mask = [0] * 6 + [1] * 6
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=1e-2)
+    cfg = StepConfig(learning_rate=1e-2, max_grad_norm=100.0, loss=LossConfig(objective="sft"))
+    moved = train_step(model, optimizer, [Sequence(ids, mask, [0.0] * 12, 1.0)], cfg)
+    weights = [p.detach().clone() for p in trainable]
+    moments = {k: v.clone() for k, v in optimizer.state[trainable[0]].items()}
+    idle = train_step(model, optimizer, [Sequence(ids, mask, [0.0] * 12, 0.0)] * 2, cfg)
+    assert all(torch.equal(p, w) for p, w in zip(trainable, weights))
+    assert all(torch.equal(optimizer.state[trainable[0]][k], v) for k, v in moments.items())
+    assert moved["update_norm"] > 0 and not moved["no_signal"]
+    assert idle["no_signal"] and idle["update_norm"] == 0 and idle["tokens"] == 12
+
+
 def test_sft_objective_is_the_advantage_weighted_negative_log_likelihood():
     logp = torch.tensor([[-1.0, -2.0, -3.0]], requires_grad=True)
     mask = torch.tensor([[0.0, 1.0, 1.0]])
