@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 EVALRL := node dist/src/cli/main.js
 
-.PHONY: setup build lint test test-unit test-trainer test-integration demo down bench-search bench-recall bench-trainer bench-decode bench-rollout bench-orchestration bench-scale
+.PHONY: setup build lint test test-unit test-trainer test-integration demo down bench-search bench-recall bench-trainer bench-decode bench-sampling bench-rollout bench-orchestration bench-scale
 
 setup: node_modules/.evalrl-installed
 	@bash infra/python-env.sh
@@ -50,6 +50,9 @@ bench-trainer: setup
 
 bench-decode: setup
 	.venv/bin/python bench/decode.py
+
+bench-sampling: setup
+	.venv/bin/python bench/sampling.py
 
 bench-rollout: build
 	node dist/bench/rollout.js

@@ -27,6 +27,30 @@ class AdapterError(ValueError):
     """A request named an adapter that does not exist or cannot be made (a 4xx, not a crash)."""
 
 
+class WeightsLock:
+    """A re-entrant lock that says whether another thread waits for it: the sampler admits no new request to a
+    running batch while one does, so a train step or an adapter load waits for that batch's rows to finish, not
+    for a stream of new ones."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._counting = threading.Lock()
+        self.waiting = 0
+
+    def __enter__(self):
+        with self._counting:
+            self.waiting += 1
+        try:
+            self._lock.acquire()
+        finally:
+            with self._counting:
+                self.waiting -= 1
+        return self
+
+    def __exit__(self, *_):
+        self._lock.release()
+
+
 class Adapters:
     def __init__(self, base: BaseModel, root: Path, seed: int = 0):
         self.base = base
@@ -37,7 +61,7 @@ class Adapters:
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.loaded: set[str] = set()  # read-only adapters (checkpoints, vLLM-style loads)
         self.revisions: dict[str, int] = {}  # bumped whenever an adapter's weights change (prefix caches key on it)
-        self.lock = threading.RLock()  # one user of the weights at a time: a sampling batch or a train step
+        self.lock = WeightsLock()  # one user of the weights at a time: a sampling batch or a train step
 
     # --- lookup -----------------------------------------------------------------------------------------
     def names(self) -> list[str]:

@@ -56,9 +56,36 @@ class GrowingLayer(DynamicLayer):
 
         self.key_buffer, self.value_buffer = room(key_states, self.keys), room(value_states, self.values)
 
+    def regroup(self, crop: int, width: int, joining: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """The rows already here, less their first `crop` columns, then the `joining` rows (each (1, heads, n,
+        dim)), all right-aligned in `width` columns of a new buffer with room to grow. The columns left of each
+        row are zeros: masked, but attention still multiplies them, so they must be finite."""
+        kept = [(self.keys[..., crop:, :], self.values[..., crop:, :])] if self.is_initialized else []
+        parts = kept + joining
+        like = parts[0][0]
+        shape = (sum(k.shape[0] for k, _ in parts), like.shape[1], width + GROWTH, like.shape[-1])
+        keys, values = like.new_zeros(shape), like.new_zeros(shape)
+        row = 0
+        for k, v in parts:
+            rows, n = k.shape[0], k.shape[-2]
+            keys[row : row + rows, :, width - n : width] = k
+            values[row : row + rows, :, width - n : width] = v
+            row += rows
+        if not self.is_initialized:
+            self.lazy_initialization(like, like)
+        self.key_buffer, self.value_buffer = keys, values
+        self.keys, self.values = keys[..., :width, :], values[..., :width, :]
+
 
 class GrowingCache(DynamicCache):
     """A DynamicCache whose layers are GrowingLayers."""
 
     def __init__(self):
         Cache.__init__(self, layer_class_to_replicate=GrowingLayer)
+
+    def regroup(self, crop: int, width: int, joining: list[list[tuple[torch.Tensor, torch.Tensor]]]) -> None:
+        """Admits rows to the batch (each a request's keys and values per layer); see GrowingLayer.regroup."""
+        for index in range(len(joining[0])):
+            while len(self.layers) <= index:
+                self.layers.append(GrowingLayer())
+            self.layers[index].regroup(crop, width, [rows[index] for rows in joining])

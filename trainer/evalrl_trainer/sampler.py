@@ -1,8 +1,9 @@
-"""The sampling engine: requests queue up; one thread decodes them in batches with a KV cache written in place
-(kv_cache.py), each prompt prefilled alone from its longest cached prefix (prefix_cache.py).
+"""The sampling engine: requests queue up; one thread decodes them in batches (decode_batch.py) with a KV cache
+written in place (kv_cache.py), each prompt prefilled alone from its longest cached prefix (prefix_cache.py).
 
-Throughput mode batches whatever is waiting (up to max_batch), also across adapters (PEFT mixed-adapter
-batches). Deterministic mode decodes one request at a time, so a seeded sample depends only on its adapter,
+Throughput mode batches continuously, up to max_batch rows, also across adapters (PEFT mixed-adapter batches):
+what waits joins the running batch between decoding steps, and a finished row answers at once — an agent's
+next turn does not wait for the longest reply of the batch it was in. Deterministic mode decodes one request at a time, so a seeded sample depends only on its adapter,
 prompt and seed — batched arithmetic is not batch-invariant. Logprobs are the model's own (temperature 1),
 the ones GRPO's importance ratio needs.
 """
@@ -16,11 +17,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from transformers import DynamicCache
 
 from .adapters import Adapters
-from .kv_cache import GrowingCache
+from .decode_batch import Batch, Row
 from .prefix_cache import Layers, PrefixCache
 
 Mode = Literal["throughput", "deterministic"]
@@ -59,7 +59,6 @@ class Sampler:
         self.gather_s = gather_ms / 1000
         self.tokenizer = adapters.base.tokenizer
         self.eos_ids = self._eos_ids()
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.queue: queue.Queue[tuple[SampleRequest, Future]] = queue.Queue()
         self.batches = 0
         self.usage = {"prefill_s": 0.0, "decode_s": 0.0, "decoded_tokens": 0}  # where sampling time goes (/health)
@@ -73,35 +72,75 @@ class Sampler:
     # --- engine -------------------------------------------------------------------------------------------
     def _loop(self):
         while True:
-            batch = [self.queue.get()]
+            waiting = [self.queue.get()]
             deadline = time.monotonic() + self.gather_s
-            while len(batch) < self.max_batch:
+            while len(waiting) < self.max_batch:
                 try:
-                    batch.append(self.queue.get(timeout=max(0.0, deadline - time.monotonic())))
+                    waiting.append(self.queue.get(timeout=max(0.0, deadline - time.monotonic())))
                 except queue.Empty:
                     break
-            try:
-                with self.adapters.lock:
-                    samples = self.decode([r for r, _ in batch])
-                for (_, future), sample in zip(batch, samples):
-                    future.set_result(sample)
-            except Exception as err:  # a failed batch fails its requests, never the engine
-                for _, future in batch:
-                    future.set_exception(err)
+            with self.adapters.lock:
+                self._run(waiting, self._admit)
             self.batches += 1
 
-    @torch.no_grad()
+    def _admit(self, room: int) -> list[tuple[SampleRequest, Future]]:
+        """Requests that join the running batch: what is waiting, up to `room`, unless another user of the
+        weights (a train step, an adapter load) waits for the batch to end."""
+        joining = []
+        while len(joining) < room and not self.adapters.lock.waiting:
+            try:
+                joining.append(self.queue.get_nowait())
+            except queue.Empty:
+                break
+        return joining
+
     def decode(self, requests: list[SampleRequest]) -> list[Sample]:
-        device = self.adapters.base.device
-        started = time.monotonic()
-        prefilled = [self._prefill(r, device) for r in requests]
-        prefilled_at = time.monotonic()
-        with self._adapters_for([r.adapter for r in requests]) as (model, extra):
-            samples = self._decode(requests, prefilled, model, extra, device)
-        self.usage["prefill_s"] += prefilled_at - started
-        self.usage["decode_s"] += time.monotonic() - prefilled_at
-        self.usage["decoded_tokens"] += sum(len(s.token_ids) for s in samples)
-        return samples
+        """Decodes these requests as one batch, nothing joining it (the engine's batches admit what waits)."""
+        futures = [Future() for _ in requests]
+        with self.adapters.lock:
+            self._run(list(zip(requests, futures)), lambda _: [])
+        return [f.result() for f in futures]
+
+    @torch.no_grad()
+    def _run(self, waiting: list[tuple[SampleRequest, Future]], admit) -> None:
+        """Continuous batching: the batch decodes one token per row per step; a row that finishes leaves and
+        answers its request at once, and requests that wait join between steps (each prefilled alone), so a short
+        reply never waits for a long one, nor a new turn for the batch to end. Deterministic mode admits none."""
+        batch, joining = Batch(), []
+        try:
+            while True:
+                started = time.monotonic()
+                joining = [row for row in map(self._prefilled, waiting) if row is not None]
+                if joining:
+                    batch.join(joining)
+                self.usage["prefill_s"] += time.monotonic() - started
+                if not batch.rows:
+                    return
+                started = time.monotonic()
+                for index, row in batch.sample_step(self._sample, self._stopped):
+                    self._remember(row, batch, index)
+                    row.future.set_result(self._finish(row))
+                    self.usage["decoded_tokens"] += len(row.token_ids)
+                batch.leave_finished()
+                if batch.rows:
+                    with self._adapters_for([row.request.adapter for row in batch.rows]) as (model, extra):
+                        batch.forward(model, extra)
+                self.usage["decode_s"] += time.monotonic() - started
+                waiting = admit(self.max_batch - len(batch.rows))
+        except Exception as err:  # a failed batch fails its requests, never the engine
+            for row in batch.rows + joining:
+                if not row.future.done():
+                    row.future.set_exception(err)
+
+    def _prefilled(self, waiting: tuple[SampleRequest, Future]) -> Row | None:
+        """A request ready to join the batch, or None when its prefill failed (that request alone fails)."""
+        request, future = waiting
+        try:
+            logits, layers = self._prefill(request, self.adapters.base.device)
+        except Exception as err:
+            future.set_exception(err)
+            return None
+        return Row(request, future, self._generator(request.seed, self.adapters.base.device), logits, layers)
 
     def _owner(self, r: SampleRequest) -> tuple:
         return r.adapter, self.adapters.revision(r.adapter)
@@ -109,7 +148,7 @@ class Sampler:
     def _prefill(self, r: SampleRequest, device) -> tuple[torch.Tensor, Layers]:
         """One request's prompt through the model from its longest cached prefix (each alone: no padding, no
         T × T mask). Returns its last position's logits (the only ones sampling needs) and its keys/values, sized
-        exactly (a DynamicCache: one forward pass appends once, and decoding re-buffers the batch anyway)."""
+        exactly (a DynamicCache: one forward pass appends once, and joining the batch re-buffers anyway)."""
         cached, layers = self.cache.lookup(self._owner(r), r.prompt_ids)
         cache = DynamicCache()
         for layer, (k, v) in enumerate(layers or []):
@@ -121,69 +160,14 @@ class Sampler:
         self.cache.count(cached, len(r.prompt_ids) - cached)
         return out.logits[0, -1], [(layer.keys, layer.values) for layer in cache.layers]
 
-    def _decode(self, requests, prefilled, model, extra, device) -> list[Sample]:
-        """Decodes the batch together: each request's keys/values left-padded to the longest prompt, so every
-        row's next token is at the same column."""
-        B = len(requests)
-        lengths = [len(r.prompt_ids) for r in requests]
-        longest = max(lengths)
-        cache = GrowingCache()
-        logits = torch.stack([p[0] for p in prefilled])
-        per_request = [p[1] for p in prefilled]
-        prefilled.clear()  # from here on only the batched copy is kept
-        for layer in range(len(per_request[0])):
-            pad = lambda t, n: F.pad(t, (0, 0, longest - n, 0))  # noqa: E731  (left, on the sequence dimension)
-            keys = torch.cat([pad(kv[layer][0], n) for kv, n in zip(per_request, lengths)])
-            values = torch.cat([pad(kv[layer][1], n) for kv, n in zip(per_request, lengths)])
-            for kv in per_request:
-                kv[layer] = None  # type: ignore[call-overload]
-            cache.update(keys, values, layer)
-        del per_request
-        attn = torch.zeros((B, longest), dtype=torch.long, device=device)
-        for i, n in enumerate(lengths):
-            attn[i, longest - n:] = 1
-        positions = torch.tensor(lengths, device=device)[:, None] - 1
-        generators = [self._generator(r.seed, device) for r in requests]
-        out_ids: list[list[int]] = [[] for _ in requests]
-        out_lp: list[list[float]] = [[] for _ in requests]
-        finish: list[str | None] = [None] * B
-        active = list(range(B))  # the requests still decoding, by row of the batch
-        for step in range(max(r.max_tokens for r in requests)):
-            logp_RV = torch.log_softmax(logits.float(), dim=-1)
-            next_ids = torch.empty((len(active), 1), dtype=torch.long, device=device)
-            for row, i in enumerate(active):
-                r = requests[i]
-                token = self._sample(logits[row].float(), r, generators[i])
-                out_ids[i].append(token)
-                out_lp[i].append(float(logp_RV[row, token]))
-                next_ids[row, 0] = token
-                if (token in self.eos_ids and not r.ignore_eos) or self._hit_stop(out_ids[i], r.stop):
-                    finish[i] = "stop"
-                elif len(out_ids[i]) >= r.max_tokens:
-                    finish[i] = "length"
-            rows = [row for row, i in enumerate(active) if finish[i] is None]
-            for row, i in enumerate(active):
-                if finish[i] is not None:
-                    self._remember(requests[i], out_ids[i], cache, row, slice(longest - lengths[i], longest + step))
-            if not rows:
-                break
-            if len(rows) < len(active):  # finished rows leave the batch: no compute is spent on them
-                keep = torch.tensor(rows, device=device)
-                cache.batch_select_indices(keep)
-                attn, positions, next_ids = attn[keep], positions[keep], next_ids[keep]
-                if "adapter_names" in extra:
-                    extra = {"adapter_names": [extra["adapter_names"][row] for row in rows]}
-                active = [active[row] for row in rows]
-            attn = torch.cat([attn, torch.ones((len(active), 1), dtype=attn.dtype, device=device)], dim=1)
-            positions = positions + 1
-            logits = model(input_ids=next_ids, attention_mask=attn, position_ids=positions, past_key_values=cache, use_cache=True, **extra).logits[:, -1]
-        return [self._finish(r, out_ids[i], out_lp[i], finish[i] or "length") for i, r in enumerate(requests)]
-
-    def _remember(self, r: SampleRequest, token_ids: list[int], cache: GrowingCache, row: int, columns: slice):
+    def _remember(self, row: Row, batch: Batch, index: int):
         """Keeps a finished request's keys/values for a later prompt that extends it: its prompt and every
         sampled token fed back (all but the last, which was never fed)."""
-        layers = [(layer.keys[row : row + 1, :, columns].clone(), layer.values[row : row + 1, :, columns].clone()) for layer in cache.layers]
-        self.cache.store(self._owner(r), r.prompt_ids + token_ids[: columns.stop - columns.start - len(r.prompt_ids)], layers)
+        columns = slice(row.start, batch.width)
+        layers = [(layer.keys[index : index + 1, :, columns].clone(), layer.values[index : index + 1, :, columns].clone())
+                  for layer in batch.cache.layers]  # fmt: skip
+        fed = batch.width - row.start - len(row.request.prompt_ids)
+        self.cache.store(self._owner(row.request), row.request.prompt_ids + row.token_ids[:fed], layers)
 
     # --- helpers ------------------------------------------------------------------------------------------
     @contextmanager
@@ -223,18 +207,21 @@ class Sampler:
             probs = torch.zeros_like(probs).scatter_(0, order[keep], sorted_p[keep])
         return int(torch.multinomial(probs, 1, generator=g))
 
-    def _hit_stop(self, token_ids: list[int], stop: list[str]) -> bool:
-        if not stop:
+    def _stopped(self, row: Row) -> bool:
+        r = row.request
+        if row.token_ids[-1] in self.eos_ids and not r.ignore_eos:
+            return True
+        if not r.stop:
             return False
-        tail = self.tokenizer.decode(token_ids[-16:], skip_special_tokens=False)
-        return any(s in tail for s in stop)
+        tail = self.tokenizer.decode(row.token_ids[-16:], skip_special_tokens=False)
+        return any(s in tail for s in r.stop)
 
-    def _finish(self, r: SampleRequest, token_ids: list[int], logprobs: list[float], reason: str) -> Sample:
-        text = self.tokenizer.decode([t for t in token_ids if t not in self.eos_ids], skip_special_tokens=True)
-        for s in r.stop:
+    def _finish(self, row: Row) -> Sample:
+        text = self.tokenizer.decode([t for t in row.token_ids if t not in self.eos_ids], skip_special_tokens=True)
+        for s in row.request.stop:
             if s in text:
                 text = text[: text.index(s)]
-        return Sample(token_ids=token_ids, logprobs=logprobs, text=text, finish_reason=reason)  # type: ignore[arg-type]
+        return Sample(token_ids=row.token_ids, logprobs=row.logprobs, text=text, finish_reason=row.finish)  # type: ignore[arg-type]
 
     def _eos_ids(self) -> list[int]:
         ids = set()

@@ -34,5 +34,6 @@ def test_decoding_past_a_rebuffer_and_a_dropped_row_matches_the_dynamic_cache(ti
     assert got.shape == (2, expected.shape[-1])
     assert torch.allclose(got, expected, atol=1e-4)
     assert cache.get_seq_length() == 40 + steps
-    # Written in place: the keys move only when the row leaves and when the buffer fills, not at every token.
-    assert len(set(pointers)) == 3
+    # Written in place: the keys move only when the row leaves and when the buffer fills, not at every token
+    # (moves, not distinct addresses: the allocator may hand a freed buffer's address out again).
+    assert sum(a != b for a, b in zip(pointers, pointers[1:])) == 2

@@ -136,3 +136,78 @@ def test_prefill_computes_logits_for_the_last_position_only(tiny_base, tmp_path)
         hook.remove()
     assert positions[0] == (300, 1)
     assert all(logits == 1 for _, logits in positions)
+
+
+def decode_steps(model, on_step):
+    """Calls on_step(batch rows) at every decoding step's forward pass (one new token per row)."""
+    return model.register_forward_pre_hook(
+        lambda _, args, kwargs: on_step(kwargs["input_ids"].shape[0]) if kwargs["input_ids"].shape[1] == 1 else None,
+        with_kwargs=True)  # fmt: skip
+
+
+def test_a_request_joins_the_running_batch_and_answers_before_the_longer_one(tiny_base, tmp_path):
+    """Continuous batching: requests that arrive while a batch decodes join it — a shorter and a longer prompt
+    than the batch's rows — draw the same tokens as they would alone, answer as soon as they finish, and leave
+    keys the next turn reuses."""
+    import torch
+
+    sampler = Sampler(Adapters(tiny_base, tmp_path), mode="throughput", prefix_cache_mb=64)
+    long = SampleRequest(list(range(10, 50)), None, max_tokens=30, temperature=1.0, seed=1, ignore_eos=True)
+    late = [SampleRequest(list(range(100, 110)), None, max_tokens=4, temperature=1.0, seed=2, ignore_eos=True),
+            SampleRequest(list(range(200, 290)), None, max_tokens=6, temperature=1.0, seed=3, ignore_eos=True)]  # fmt: skip
+    rows, futures, answered = [], [], []
+
+    def on_step(batch_rows: int):
+        rows.append(batch_rows)
+        if len(rows) == 3:  # mid-batch: both arrive
+            futures.extend(sampler.submit(r) for r in late)
+            for name, f in zip(["short", "wide"], futures):
+                f.add_done_callback(lambda _, name=name: answered.append(name))
+
+    hook = decode_steps(tiny_base.model, on_step)
+    try:
+        first = sampler.submit(long)
+        first.add_done_callback(lambda _: answered.append("long"))
+        samples = [first.result()] + [f.result() for f in futures]
+    finally:
+        hook.remove()
+    assert max(rows) == 3  # both joined the long request's batch
+    assert answered == ["short", "wide", "long"]
+    assert [len(s.token_ids) for s in samples] == [30, 4, 6]
+    reqs = [long, *late]
+    alone = [Sampler(Adapters(tiny_base, tmp_path / f"alone-{i}"), mode="deterministic").decode([r])[0]
+             for i, r in enumerate(reqs)]  # fmt: skip
+    for joined, single in zip(samples, alone):
+        assert joined.token_ids == single.token_ids
+        assert torch.allclose(torch.tensor(joined.logprobs), torch.tensor(single.logprobs), atol=1e-3)
+    for r, s in zip(reqs, samples):
+        hits = sampler.cache.hits
+        sampler._prefill(SampleRequest(r.prompt_ids + s.token_ids + [300], None, max_tokens=1), tiny_base.device)
+        assert sampler.cache.hits - hits == len(r.prompt_ids) + len(s.token_ids) - 1
+
+
+def test_nothing_joins_a_batch_while_a_train_step_waits_for_the_weights(tiny_base, tmp_path):
+    """A train step (or an adapter load) waits for the running batch's rows, not for a stream of new ones."""
+    import time
+
+    adapters = Adapters(tiny_base, tmp_path)
+    sampler = Sampler(adapters, mode="throughput")
+    rows, late = [], []
+    trainer = threading.Thread(target=lambda: adapters.lock.__enter__() and adapters.lock.__exit__())
+
+    def on_step(batch_rows: int):
+        rows.append(batch_rows)
+        if len(rows) == 3:
+            trainer.start()
+            while not adapters.lock.waiting:
+                time.sleep(0.001)
+            late.append(sampler.submit(SampleRequest(list(range(100, 110)), None, max_tokens=4, seed=2, ignore_eos=True)))
+
+    hook = decode_steps(tiny_base.model, on_step)
+    try:
+        sampler.submit(SampleRequest(list(range(10, 50)), None, max_tokens=12, seed=1, ignore_eos=True)).result()
+        late[0].result()
+        trainer.join()
+    finally:
+        hook.remove()
+    assert max(rows) == 1  # the late request decoded alone, after the batch it found running
