@@ -13,7 +13,7 @@ import { storable, type Db } from './db';
  * plainto_tsquery, never query syntax, so quotes, operators and SQL arrive as words; like the documents, they
  * are split at the separators inside addresses and URLs (migration 008), so "rapp" finds bill.rapp@enron.com. A keyword with no
  * searchable word in it (empty, punctuation, stop words) constrains nothing. Keywords match by their stems;
- * emails that hold every keyword as written come first (migration 011), then by relevance, newest first on ties.
+ * emails that hold every keyword as written come first (migrations 011, 013), then by relevance, newest first on ties.
  */
 export async function searchEmails(db: Db, scope: MailboxScope, input: SearchArgs): Promise<SearchHit[]> {
   const args = searchArgsSchema.parse(input);
@@ -29,7 +29,7 @@ export async function searchEmails(db: Db, scope: MailboxScope, input: SearchArg
   const tsquery = (config: string) =>
     texts.length === 0 ? `''::tsquery` : texts.map((t) => `plainto_tsquery('${config}', ${t})`).join(' && ');
   const { rows } = await db.query<SearchHit & { date: Date }>(
-    `WITH q AS (SELECT ${tsquery('english')} AS query, ${tsquery('evalrl_unstemmed')} AS exact),
+    `WITH q AS (SELECT ${tsquery('english')} AS query, evalrl_as_written(${tsquery('evalrl_unstemmed')}) AS exact),
      top AS (
        -- Only the index-carrying mailbox rows are ranked; emails are read for the ≤ limit winners alone.
        SELECT m.email_id, m.date,

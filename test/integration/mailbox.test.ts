@@ -246,7 +246,8 @@ describe('search_emails and read_email', () => {
   });
 
   it('puts emails holding a keyword as written before those that match only its stem', async () => {
-    for (const word of ['leased', 'changed', 'deposits']) {
+    // "rent" is its own stem: an email with only "rented" or "rents" holds the stem, not the word as written.
+    for (const word of ['leased', 'changed', 'deposits', 'rent']) {
       const hits = await searchEmails(pool, allen, { keywords: [word], limit: 10 });
       const asWritten = [];
       for (const hit of hits) {
@@ -258,6 +259,18 @@ describe('search_emails and read_email', () => {
         `${word}: ${[...asWritten].sort((a, b) => Number(b) - Number(a)).join(' ')}`,
       );
     }
+  });
+
+  it('tells a word as written from another word with the same stem ("notion" is not in "notional")', async () => {
+    const { rows } = await pool.query(
+      `SELECT evalrl_search_vector('', body) @@ evalrl_as_written(plainto_tsquery('evalrl_unstemmed', 'notion')) AS written,
+              evalrl_search_vector('', body) @@ plainto_tsquery('english', 'notion') AS stem
+       FROM unnest(ARRAY['the notional amount', 'a notion of value']) AS body`,
+    );
+    expect(rows).toEqual([
+      { written: false, stem: true },
+      { written: true, stem: true },
+    ]);
   });
 
   it('hides mail dated after the question (the scope’s query date)', async () => {

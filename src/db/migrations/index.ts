@@ -10,6 +10,7 @@ import { searchTags } from './009_search_tags';
 import { emailIdentity } from './010_email_identity';
 import { searchExactForms } from './011_search_exact_forms';
 import { searchVectorOnce } from './012_search_vector_once';
+import { searchAsWritten } from './013_search_as_written';
 
 export interface Migration {
   version: number;
@@ -31,4 +32,5 @@ export const MIGRATIONS: Migration[] = [
   emailIdentity,
   searchExactForms,
   searchVectorOnce,
+  searchAsWritten,
 ];
