@@ -3,9 +3,9 @@ written in place (kv_cache.py), each prompt prefilled alone from its longest cac
 
 Throughput mode batches continuously, up to max_batch rows, also across adapters (PEFT mixed-adapter batches):
 what waits joins the running batch between decoding steps, and a finished row answers at once — an agent's
-next turn does not wait for the longest reply of the batch it was in. Deterministic mode decodes one request at a time, so a seeded sample depends only on its adapter,
-prompt and seed — batched arithmetic is not batch-invariant. Logprobs are the model's own (temperature 1),
-the ones GRPO's importance ratio needs.
+next turn does not wait for the longest reply of the batch it was in. Deterministic mode decodes one request
+at a time, so a seeded sample depends only on its adapter, prompt and seed — batched arithmetic is not
+batch-invariant. Logprobs are the model's own (temperature 1), the ones GRPO's importance ratio needs.
 """
 import os
 import queue
