@@ -118,6 +118,9 @@ export function createCpuActivities(
     nextStep: async (input: { runId: string; stage: string }) =>
       (await store.runs.lastRecordedStep(input.runId, input.stage)) + 1,
 
+    /** How a ladder's two judges scored the policy episodes its two runs sampled alike. */
+    compareJudges: (input: { runs: [string, string] }) => store.judgements.compareJudges(...input.runs),
+
     /** Proves the activity path end to end: a CPU-queue activity writing to and reading from PostgreSQL. */
     recordStackCheck: async (workflowId: string, message: string) => ({
       workflowId,

@@ -25,6 +25,19 @@ export function ladderTable(r: LadderResult): string[] {
       return `${name.padEnd(44)} ${pct(row?.success)} ± ${pct(row?.se)}  ${row?.n ?? '–'}`;
     }),
     `reward model agreement (held-out, balanced): untrained ${pct(a.untrained)} ± ${pct(a.untrained_se)}, trained ${pct(a.trained)} ± ${pct(a.trained_se)}  (n ${a.n ?? '–'})`,
+    ...judgesLines(r.judges),
+  ];
+}
+
+/** Whether the reward model's stage changed a score the policy saw: if not, the two GRPO rows are one row. */
+function judgesLines(j: LadderResult['judges']): string[] {
+  if (!j || j.episodes === 0) return [];
+  const line = `judges on the ${j.episodes} policy episodes both runs sampled alike: ${j.differing} scored differently`;
+  if (j.differing > 0) return [line];
+  return [
+    line,
+    '! the trained reward model scored every one as the untrained one did: on them the policy learned the same ' +
+      'from both judges, and the two GRPO rows cannot tell the judges apart; try more reward-model steps or tasks per step',
   ];
 }
 

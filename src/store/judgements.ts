@@ -73,3 +73,31 @@ export async function storeLabel(db: Db, trajectoryId: number, label: Label): Pr
   );
   return (await findLabel(db, trajectoryId))!;
 }
+
+/** How two runs' judges scored the policy episodes both runs sampled alike. */
+export interface JudgeComparison {
+  /** Policy episodes of the same step, task and sample whose sampled tokens are the same in both runs. */
+  episodes: number;
+  /** Of those, the ones the two runs' judges scored differently. */
+  differing: number;
+}
+
+/**
+ * Compares the judges of two runs on the episodes they share: a ladder's two policy stages start from the same
+ * policy and seeds, so until their policies part they sample the same episodes, and only the judge differs.
+ * Tool-call ids are drawn per run, so episodes are matched by their sampled tokens, not their messages.
+ */
+export async function compareJudges(db: Db, runA: string, runB: string): Promise<JudgeComparison> {
+  const { rows } = await db.query<JudgeComparison>(
+    `SELECT count(*)::int AS episodes, count(*) FILTER (WHERE ja.score <> jb.score)::int AS differing
+     FROM trajectories a
+     JOIN trajectories b ON b.run_id = $2
+       AND (b.stage, b.step, b.task_id, b.sample) = (a.stage, a.step, a.task_id, a.sample)
+       AND jsonb_path_query_array(b.turns, '$[*].tokenIds') = jsonb_path_query_array(a.turns, '$[*].tokenIds')
+     JOIN judgements ja ON ja.trajectory_id = a.id AND starts_with(ja.judge_key, a.run_id || ':policy:')
+     JOIN judgements jb ON jb.trajectory_id = b.id AND starts_with(jb.judge_key, b.run_id || ':policy:')
+     WHERE a.run_id = $1 AND a.stage = 'policy'`,
+    [runA, runB],
+  );
+  return rows[0];
+}

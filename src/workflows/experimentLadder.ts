@@ -2,6 +2,8 @@ import { condition, patched, setHandler, startChild } from '@temporalio/workflow
 import { TASK_QUEUES, warmStartsDoneSignal, type EvaluationResult, type RunStatus } from '../contract';
 import { initialCheckpoint, untrainedJudge } from '../grpo/stage';
 import type { RunSpec } from '../runSpec';
+import type { JudgeComparison } from '../store/judgements';
+import { activityProxies } from './proxies';
 import { trainingRun } from './trainingRun';
 
 /** The ladder's two runs: everything (the trained reward model judges), then the policy stage judged by the untrained one. */
@@ -34,6 +36,8 @@ export interface LadderResult {
     trained_se: number | null;
     n: number | null;
   };
+  /** The two judges on the policy episodes both runs sampled alike: if none differ, neither do the GRPO rows. */
+  judges: JudgeComparison | null;
   questions: number;
 }
 
@@ -113,6 +117,9 @@ export async function experimentLadder({
       : null;
   const rmBefore = find(trained, (l) => l.startsWith('judgeWarmStart:') || l === 'rewardModel:untrained');
   const rmAfter = find(trained, (l) => l.startsWith('rewardModel:step-'));
+  const judges = patched('ladder-compares-judges')
+    ? await activityProxies(spec.activities).cpu.compareJudges({ runs: [ids.trained, ids.untrained] })
+    : null;
   return {
     experimentId,
     rows: {
@@ -140,6 +147,7 @@ export async function experimentLadder({
       trained_se: rmAfter?.metrics.agreementSe ?? null,
       n: rmAfter?.metrics.judgements ?? rmBefore?.metrics.judgements ?? null,
     },
+    judges,
     questions: spec.evaluation.questions,
   };
 }

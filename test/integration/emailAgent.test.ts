@@ -361,6 +361,46 @@ describe('Skill-RM', () => {
     },
   );
 
+  it("compares two runs' judges on the policy episodes both runs sampled alike, matched by their tokens", async () => {
+    const [a, b] = ['ladder-a', 'ladder-b'].map((r) => `${r}-${Date.now()}`);
+    const turn = (tokenIds: number[]) => ({ tokenIds, finishReason: 'stop', modelMs: 1, toolMs: 0 });
+    const reward = deterministicReward(facts({}), { answer: question.answer, messageIds: [] }, 4, W);
+    const judgement = (score: number) => ({
+      mode: 'skill' as const,
+      score,
+      failed: false,
+      failure: null,
+      verdict: null,
+      evidence: [],
+      skillsUsed: [],
+      resourcesRead: [],
+      applied: [],
+      messages: [],
+      turns: [],
+    });
+    /** Stores one policy episode of `runId` (sample, sampled tokens, a tool-call id of its own) and its judgement. */
+    const judged = async (runId: string, sample: number, tokens: number[], score: number) => {
+      const messages = [{ role: 'tool' as const, tool_call_id: `call_${runId}`, content: 'hit' }];
+      const trajectory = { messages, turns: [turn(tokens)], facts: facts({}), wallMs: 1 };
+      const k = { runId, stage: 'policy', step: 1, taskId: question.id, sample };
+      const { id } = await store.episodes.storeEpisode(k, question.id, trajectory, reward);
+      await store.judgements.storeJudgement(
+        id,
+        `${runId}:policy:judge-${runId}`,
+        `judge-${runId}`,
+        judgement(score),
+      );
+    };
+    await judged(a, 0, [1, 2, 3], 0.2);
+    await judged(b, 0, [1, 2, 3], 0.2); // the same episode, scored alike
+    await judged(a, 1, [4, 5], 1);
+    await judged(b, 1, [4, 6], 0.2); // the policies sampled differently: not compared
+    expect(await store.judgements.compareJudges(a, b)).toEqual({ episodes: 1, differing: 0 });
+    await judged(a, 2, [7], 1);
+    await judged(b, 2, [7], 0.6); // the same episode, scored differently
+    expect(await store.judgements.compareJudges(a, b)).toEqual({ episodes: 2, differing: 1 });
+  });
+
   it('a reference-free judge never sees the reference answer nor the skills that need it', async () => {
     const trajectory = { messages: [], turns: [], facts: facts({}), wallMs: 1 };
     const input = { question: question.question, reference: 'SECRET-REFERENCE', scope: scope(), trajectory };

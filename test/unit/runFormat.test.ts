@@ -1,3 +1,4 @@
+import { ladderTable } from '../../src/cli/experimentCommand';
 import { sparkline } from '../../src/cli/runFormat';
 import { policyJudge, samplingModel, stageInput } from '../../src/grpo/stage';
 import { parseAssignments } from '../../src/hyperparameters';
@@ -24,6 +25,24 @@ it('draws a sparkline over the series range', () => {
   expect(sparkline([0, 0.5, 1])).toBe('▁▅█');
   expect(sparkline([2, 2])).toBe('▁▁');
   expect(sparkline([])).toBe('');
+});
+
+it("flags a ladder whose trained judge scored the policy's shared episodes as the untrained one did", () => {
+  const row = { success: 0.25, se: 0.153, n: 8, run: 'r', evaluation: 'e' };
+  const ladder = (judges: { episodes: number; differing: number } | null) =>
+    ladderTable({
+      experimentId: 'x',
+      rows: { base: row, warm_start: row, rl_untrained_rm: row, rl_trained_rm: row },
+      rm_agreement: { untrained: 0.8, untrained_se: 0.1, trained: 0.8, trained_se: 0.1, n: 6 },
+      judges,
+      questions: 8,
+    }).join('\n');
+  expect(ladder({ episodes: 8, differing: 0 })).toMatch(
+    /judges on the 8 policy episodes both runs sampled alike: 0 scored differently\n! the trained reward model scored every one/,
+  );
+  expect(ladder({ episodes: 8, differing: 3 })).toMatch(/8 policy episodes .*: 3 scored differently$/);
+  expect(ladder({ episodes: 8, differing: 3 })).not.toMatch(/^!/m);
+  expect(ladder(null)).not.toMatch(/judges on/); // a ladder recorded before the comparison existed
 });
 
 it('builds every stage from one spec: same loop, different environment, seed-derived adapter init', () => {
