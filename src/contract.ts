@@ -74,7 +74,14 @@ export interface StageInput {
   keepCheckpoints: number;
   divideByStd: boolean;
   dynamicSampling: { enabled: boolean; minStd: number; maxTopUps: number };
-  evaluation: { kind: EvaluationResult['kind']; everySteps: number; split: 'train' | 'test'; count: number };
+  evaluation: {
+    kind: EvaluationResult['kind'];
+    everySteps: number;
+    split: 'train' | 'test';
+    count: number;
+    /** The run evaluates the last step itself, beside its next stage (absent in inputs recorded before). */
+    skipLast?: boolean;
+  };
   activities: ActivityBudget;
   continueAsNewEverySteps: number;
   startPaused?: boolean;
@@ -125,7 +132,7 @@ export interface CarriedRunState {
 }
 
 export type RunState = 'running' | 'paused' | 'blocked' | 'cancelled' | 'done';
-export type RunPhase = 'prepare' | 'baseline' | StageName | 'done';
+export type RunPhase = 'prepare' | 'baseline' | StageName | 'rewardModelEvaluation' | 'done';
 
 export interface RunStatus {
   runId: string;

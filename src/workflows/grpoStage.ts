@@ -139,7 +139,9 @@ export async function grpoStage(input: StageInput): Promise<StageStatus> {
       status.latest = metrics;
       trainedSeconds += metrics['time/step_s'];
       status.secondsPerStep = trainedSeconds / (step - input.startStep + 1);
-      if (step % input.evaluation.everySteps === 0 || step === input.steps) {
+      const evaluated =
+        step === input.steps ? !input.evaluation.skipLast : step % input.evaluation.everySteps === 0;
+      if (evaluated) {
         status.phase = 'evaluating';
         status.evaluations.push(
           await rollout.evaluate({

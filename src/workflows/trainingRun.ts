@@ -36,7 +36,14 @@ import {
   type StageStatus,
   type TrainingRunInput,
 } from '../contract';
-import { agentTemplate, stageAdapter, stageInput, stageSteps, untrainedJudge } from '../grpo/stage';
+import {
+  agentTemplate,
+  samplingModel,
+  stageAdapter,
+  stageInput,
+  stageSteps,
+  untrainedJudge,
+} from '../grpo/stage';
 import { parseHyperparameterChange, type HyperparameterChange } from '../hyperparameters';
 import { rootMessage } from '../rootMessage';
 import type { RunSpec } from '../runSpec';
@@ -50,10 +57,11 @@ const stageEnded = (s: StageStatus | undefined) =>
 /**
  * A training run: the policy's warm start → the reward model's labelled data → the judge's warm start →
  * baseline evaluations → the reward model's GRPO stage → the policy's GRPO stage, judged by the reward model
- * it just trained. Each part is optional in the spec. A phase that fails after its retries does not fail the
- * run: the run waits in `blocked` until `retry` (optionally with new hyperparameters) or `cancel`. Its history
- * grows with its stages' progress reports, so it continues as new when it is long, even in the middle of a
- * stage: the stage workflow runs on (it is abandoned, not closed) and the next run waits for its end.
+ * it just trained, with that judge's held-out evaluation beside it. Each part is optional in the spec. A phase
+ * that fails after its retries does not fail the run: the run waits in `blocked` until `retry` (optionally
+ * with new hyperparameters) or `cancel`. Its history grows with its stages' progress reports, so it continues
+ * as new when it is long, even in the middle of a stage: the stage workflow runs on (it is abandoned, not
+ * closed) and the next run waits for its end.
  */
 export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
   const { runId, spec, carried } = input;
@@ -85,6 +93,12 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
   let retryAsked = false;
   const child = () => (status.stageWorkflowId ? getExternalWorkflowHandle(status.stageWorkflowId) : null);
   const enabled = STAGE_NAMES.filter((s) => spec.stages[s].enabled);
+  // The policy stage needs only the trained judge's weights, so the judge's held-out evaluation runs beside it
+  // (histories recorded before this patch evaluated it inside the reward-model stage).
+  const judgeEvaluatedBeside =
+    spec.stages.rewardModel.enabled &&
+    spec.stages.policy.enabled &&
+    patched('reward-model-evaluated-beside-policy');
 
   setHandler(runStatusQuery, () => ({ ...status, etaSeconds: eta(spec, status) }));
   setHandler(pauseSignal, async () => {
@@ -205,6 +219,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
     if (status.stageWorkflowId !== workflowId) {
       const startStep = await cpu.nextStep({ runId, stage });
       const stageArgs = stageInput(spec, runId, stage);
+      if (stage === 'rewardModel' && judgeEvaluatedBeside) stageArgs.evaluation.skipLast = true;
       if (startStep > stageArgs.steps) return; // trained before a retry of a later phase
       status.stageWorkflowId = workflowId;
       if (status.stages[stage]) status.stages[stage] = { ...status.stages[stage], phase: 'sampling' };
@@ -276,6 +291,26 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
   const stage = (name: StageName) => async () =>
     !spec.stages[name].enabled || guarded(name, () => runStage(name));
 
+  /** The policy stage, with the trained judge's evaluation beside it; a failed early try is retried after. */
+  async function policyStage() {
+    if (!judgeEvaluatedBeside) return stage('policy')();
+    const judge = stageInput(spec, runId, 'rewardModel');
+    const judgeEvaluation = () =>
+      evaluate(`rewardModel:step-${judge.steps}`, 'rewardModel', samplingModel(judge, judge.steps + 1));
+    const early = completed.includes('rewardModelEvaluation')
+      ? Promise.resolve(true)
+      : judgeEvaluation().then(
+          () => true,
+          () => false,
+        );
+    return (
+      (await stage('policy')()) &&
+      guarded('rewardModelEvaluation', async () => {
+        if (!(await early)) await judgeEvaluation();
+      })
+    );
+  }
+
   // A bad spec, a taken adapter name or missing questions fail the run before anything starts.
   if (!carried) await cpu.registerRun({ runId, spec });
   const ok =
@@ -292,7 +327,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
         await evaluate('rewardModel:untrained', 'rewardModel', untrainedJudge(spec));
     })) &&
     (await stage('rewardModel')()) &&
-    (await stage('policy')());
+    (await policyStage());
   status.state = ok ? 'done' : 'cancelled';
   status.phase = 'done';
   publish();

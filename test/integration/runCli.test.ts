@@ -197,6 +197,9 @@ it('experiment ladder: base, warm start, untrained-RM and trained-RM policies fr
     trained: expect.any(Number),
     n: 2,
   });
+  // Step 1 of both policy stages samples alike (same warm start, seed, questions): the judges are compared there.
+  expect(result.judges.episodes).toBeGreaterThan(0);
+  expect(result.judges.differing).toBeLessThanOrEqual(result.judges.episodes);
   expect(result.wall_seconds).toBeGreaterThan(0);
   const untrained = JSON.parse(
     (await cli(['run', 'status', `${result.experimentId}/untrained-rm`, '--json'], env)).stdout,

@@ -94,12 +94,24 @@ it('runs both stages: the policy is judged by the reward-model adapter stage 1 t
       'rewardModel:2',
     ]);
 
-    // Determinism: the run's recorded history replays against the current code.
-    await Worker.runReplayHistory(
-      { workflowsPath: require.resolve('../../src/workflows') },
-      await handle.fetchHistory(),
-      runId,
+    // The trained judge was evaluated by the run, scheduled before the policy stage ended: beside it.
+    const history = await handle.fetchHistory();
+    const events = history.events ?? [];
+    const judgeEvaluation = events.findIndex((e) => {
+      const a = e.activityTaskScheduledEventAttributes;
+      const input = Buffer.from(a?.input?.payloads?.[0]?.data ?? []).toString();
+      return a?.activityType?.name === 'evaluate' && input.includes('"label":"rewardModel:step-2"');
+    });
+    const policyEnded = events.findIndex(
+      (e) =>
+        e.childWorkflowExecutionCompletedEventAttributes?.workflowExecution?.workflowId === `${runId}/policy`,
     );
+    expect(judgeEvaluation).toBeGreaterThan(-1);
+    expect(judgeEvaluation).toBeLessThan(policyEnded);
+    expect(result.stages.rewardModel!.evaluations).toEqual([]); // not evaluated inside its stage as well
+
+    // Determinism: the run's recorded history replays against the current code.
+    await Worker.runReplayHistory({ workflowsPath: require.resolve('../../src/workflows') }, history, runId);
     // Listed by its search attributes (visibility is eventually consistent).
     await waitFor(
       async () => {
