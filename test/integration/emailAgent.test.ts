@@ -365,19 +365,19 @@ describe('Skill-RM', () => {
     const [a, b] = ['ladder-a', 'ladder-b'].map((r) => `${r}-${Date.now()}`);
     const turn = (tokenIds: number[]) => ({ tokenIds, finishReason: 'stop', modelMs: 1, toolMs: 0 });
     const reward = deterministicReward(facts({}), { answer: question.answer, messageIds: [] }, 4, W);
-    const judgement = (score: number) => ({
-      mode: 'skill' as const,
-      score,
-      failed: false,
-      failure: null,
-      verdict: null,
-      evidence: [],
-      skillsUsed: [],
-      resourcesRead: [],
-      applied: [],
-      messages: [],
-      turns: [],
-    });
+    const base = await judge(
+      llm,
+      mailbox,
+      skills,
+      {
+        question: question.question,
+        reference: question.answer,
+        scope: scope(),
+        trajectory: { messages: [], turns: [], facts: facts({}), wallMs: 1 },
+      },
+      judgeSettings(),
+    );
+    const judgement = (score: number) => ({ ...base, score });
     /** Stores one policy episode of `runId` (sample, sampled tokens, a tool-call id of its own) and its judgement. */
     const judged = async (runId: string, sample: number, tokens: number[], score: number) => {
       const messages = [{ role: 'tool' as const, tool_call_id: `call_${runId}`, content: 'hit' }];
