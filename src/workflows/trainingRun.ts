@@ -294,6 +294,8 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
   /** The policy stage, with the trained judge's evaluation beside it; a failed early try is retried after. */
   async function policyStage() {
     if (!judgeEvaluatedBeside) return stage('policy')();
+    await condition(() => !paused || cancelled); // a paused run starts nothing new, beside or not
+    if (cancelled) return false;
     const judge = stageInput(spec, runId, 'rewardModel');
     const judgeEvaluation = () =>
       evaluate(`rewardModel:step-${judge.steps}`, 'rewardModel', samplingModel(judge, judge.steps + 1));
