@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { repoRoot } from '../src/paths';
 
@@ -36,4 +37,28 @@ export function mergeResult(name: string, figures: Record<string, unknown>) {
   const existing = fs.existsSync(file) ? JSON.parse(fs.readFileSync(file, 'utf8')) : {};
   fs.writeFileSync(file, JSON.stringify({ ...existing, ...figures }, null, 2) + '\n');
   console.log(`updated ${path.relative(process.cwd(), file)}`);
+}
+
+/** CPU seconds (user + system) a process has used, with those of its children, running and exited (Linux /proc). */
+export function processTreeCpuSeconds(pid: number): number {
+  const ticks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }));
+  const stat = (p: string) => {
+    const fields = fs.readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1].split(' ');
+    return {
+      ppid: Number(fields[1]),
+      self: Number(fields[11]) + Number(fields[12]),
+      exited: Number(fields[13]) + Number(fields[14]),
+    };
+  };
+  const root = stat(String(pid));
+  let total = root.self + root.exited;
+  for (const p of fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    try {
+      const child = stat(p);
+      if (child.ppid === pid) total += child.self;
+    } catch {
+      // the process ended while the list was read: its time is in the parent's `exited` from now on
+    }
+  }
+  return total / ticks;
 }

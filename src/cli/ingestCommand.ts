@@ -10,6 +10,13 @@ import { print } from './output';
 
 const FORMATS: MailFormat[] = ['maildir', 'mbox', 'jsonl'];
 
+interface IngestOptions {
+  format?: string;
+  inbox?: string;
+  batchSize: string;
+  json?: boolean;
+}
+
 export function registerIngestCommand(program: Command) {
   program
     .command('ingest')
@@ -19,9 +26,14 @@ export function registerIngestCommand(program: Command) {
     .argument('[path]', 'maildir root, mbox file or JSONL file (default: EVALRL_MAILDIR)')
     .option('--format <format>', `one of ${FORMATS.join(', ')} (default: from the path)`)
     .option('--inbox <id>', 'owner mailbox (required for mbox and JSONL)')
+    .option('--batch-size <n>', 'messages per transaction', '2000')
     .option('--json', 'machine-readable report')
-    .action(async (target: string | undefined, opts: { format?: string; inbox?: string; json?: boolean }) => {
+    .action(async (target: string | undefined, opts: IngestOptions) => {
       const config = loadConfig();
+      const batchSize = Number(opts.batchSize);
+      if (!Number.isInteger(batchSize) || batchSize < 1) {
+        throw new Error('--batch-size: expected a positive integer');
+      }
       const source = path.resolve(target ?? config.maildir);
       if (opts.format && !FORMATS.includes(opts.format as MailFormat)) {
         throw new Error(`--format: unknown format "${opts.format}"; expected one of ${FORMATS.join(', ')}`);
@@ -32,7 +44,7 @@ export function registerIngestCommand(program: Command) {
       } catch {
         throw new Error(`${source}: no such file or folder`);
       }
-      const pool = createPool(config, 2);
+      const pool = createPool(config, 3); // two batches stored at once, and the ledger read before
       await migrate(pool);
       const bar = new cliProgress.SingleBar(
         {
@@ -45,6 +57,7 @@ export function registerIngestCommand(program: Command) {
       if (interactive) bar.start(0, 0, { speed: 0, stored: 0, duplicates: 0, rejected: 0 });
       const messages = readMessages(source, format, opts.inbox);
       const report = await ingest(pool, messages, {
+        batchSize,
         onProgress: (p) =>
           interactive &&
           bar.update(p.read, { ...p, speed: Math.round(p.read / ((Date.now() - start) / 1000)) }),

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Db } from '../store/db';
 import { Piscina } from 'piscina';
 import type { ParseResult, RawMessage } from './email';
-import { deriveInboxAddresses, ingestedSources, storeBatchOrEach } from '../store/ingest';
+import { deriveInboxAddresses, ingestedSources, storeBatchOrEach, type EmailsTurn } from '../store/ingest';
 
 export interface IngestOptions {
   batchSize?: number;
@@ -25,6 +25,14 @@ export interface IngestReport extends IngestProgress {
 }
 
 const CHUNK = 250; // messages per parse task: big enough to amortise the hop to a worker thread
+const STORES_AT_ONCE = 2; // batches stored at once, each on its own connection
+
+/** A batch's turn to insert its emails ends once it has inserted them and the batch before's turn has ended. */
+function nextTurn(previous: Promise<void>): EmailsTurn & { ended: Promise<void> } {
+  let done!: () => void;
+  const inserted = new Promise<void>((resolve) => (done = resolve));
+  return { after: previous, done, ended: Promise.all([previous, inserted]).then(() => undefined) };
+}
 
 /**
  * Streams messages from disk through a pool of parser threads into PostgreSQL, in order, a batch per
@@ -41,30 +49,42 @@ export async function ingest(
   const batchSize = options.batchSize ?? 2000;
   const done = await ingestedSources(db);
   const progress: IngestProgress = { read: 0, alreadyIngested: 0, stored: 0, duplicates: 0, rejected: 0 };
-  const rejects: IngestReport['rejects'] = [];
+  const rejectsByBatch: IngestReport['rejects'][] = []; // in batch order, however the stores interleave
   const touched = new Set<string>();
+  const threads = options.parseThreads ?? Math.max(1, os.availableParallelism());
+  // Threads are kept for the whole ingest: one that ends whenever the queue runs dry (while a store is
+  // awaited) is started again, loading the parser afresh, a few times a second.
   const parsers = new Piscina({
     filename: path.join(__dirname, 'parseWorker.js'),
-    maxThreads: options.parseThreads ?? Math.max(1, os.availableParallelism()),
+    minThreads: threads,
+    maxThreads: threads,
+    idleTimeout: 60_000,
   });
   const inFlight: Promise<ParseResult[]>[] = [];
   let pending: ParseResult[] = [];
   let chunk: RawMessage[] = [];
 
-  // One batch is stored while the next is parsed: PostgreSQL and the parser threads work at the same time.
-  let storing: Promise<void> = Promise.resolve();
+  // Batches are stored two at a time while the next ones are parsed: PostgreSQL's share of a batch (search
+  // vectors, index updates) is most of ingest's CPU, and one connection uses one core.
+  const storing: Promise<void>[] = [];
+  let previousTurn: Promise<void> = Promise.resolve();
   const flush = async (force: boolean) => {
     if (pending.length === 0 || (!force && pending.length < batchSize)) return;
     const batch = pending;
     pending = [];
-    await storing;
-    storing = storeBatchOrEach(db, batch).then((counts) => {
+    if (storing.length >= STORES_AT_ONCE) await storing.shift();
+    const turn = nextTurn(previousTurn);
+    previousTurn = turn.ended;
+    const index = rejectsByBatch.push([]) - 1;
+    const stored = storeBatchOrEach(db, batch, turn).then((counts) => {
       progress.stored += counts.stored;
       progress.duplicates += counts.duplicates;
       progress.rejected += counts.rejects.length;
-      rejects.push(...counts.rejects);
+      rejectsByBatch[index] = counts.rejects;
       options.onProgress?.({ ...progress });
     });
+    stored.catch(() => undefined); // its error is thrown where it is awaited, in order; not unhandled before
+    storing.push(stored);
   };
   // Parsed chunks are taken oldest first, so which copy of a duplicate is stored does not depend on timing.
   const drainOldest = async () => {
@@ -91,11 +111,11 @@ export async function ingest(
     if (chunk.length > 0) await submit();
     while (inFlight.length > 0) await drainOldest();
     await flush(true);
-    await storing;
+    for (const stored of storing) await stored;
     await deriveInboxAddresses(db, [...touched]);
   } finally {
     await parsers.destroy();
   }
   options.onProgress?.({ ...progress });
-  return { ...progress, seconds: (Date.now() - started) / 1000, rejects };
+  return { ...progress, seconds: (Date.now() - started) / 1000, rejects: rejectsByBatch.flat() };
 }

@@ -17,13 +17,27 @@ const copyField = (value: string) =>
   value.replace(/\\/g, '\\\\').replace(/\t/g, '\\t').replace(/\n/g, '\\n').replace(/\r/g, '\\r');
 
 /**
+ * Orders the emails inserts of batches stored at once: a batch inserts its emails only `after` the batch
+ * before it has inserted its own, and calls `done` when it has (or has failed). Of two copies of a duplicate
+ * in flight together, the older batch's is then stored, as when batches are stored one by one.
+ */
+export interface EmailsTurn {
+  after: Promise<void>;
+  done: () => void;
+}
+
+/**
  * Stores a batch; if PostgreSQL refuses it (a value the parser let through), stores its messages one at a
  * time, so that one poison message costs only itself: it is recorded as rejected with PostgreSQL's reason and
  * every good message of the batch is stored.
  */
-export async function storeBatchOrEach(db: Db, results: ParseResult[]): Promise<BatchCounts> {
+export async function storeBatchOrEach(
+  db: Db,
+  results: ParseResult[],
+  turn?: EmailsTurn,
+): Promise<BatchCounts> {
   try {
-    return await storeBatch(db, results);
+    return await storeBatch(db, results, turn);
   } catch (err) {
     if (results.length === 1) {
       const { inbox, folder, source, ok } = results[0];
@@ -43,14 +57,15 @@ export async function storeBatchOrEach(db: Db, results: ParseResult[]): Promise<
   }
 }
 
-/**
- * Stores one batch atomically: COPY into a staging table, then new emails, their recipients, the mailbox
- * links (also for duplicates — the same Message-ID and content — so each owner sees the mail) and the
- * rejects. A crash loses at most this batch, which the next run redoes.
- */
-export async function storeBatch(db: Db, results: ParseResult[]): Promise<BatchCounts> {
+export async function storeBatch(db: Db, results: ParseResult[], turn?: EmailsTurn): Promise<BatchCounts> {
   const good = results.filter((r) => r.ok);
   const bad = results.filter((r) => !r.ok);
+  // Committed on their own: a new inbox row held by an open batch would make every other batch of that
+  // inbox wait for its commit.
+  await db.query(
+    'INSERT INTO inboxes (id) SELECT DISTINCT unnest($1::text[]) ORDER BY 1 ON CONFLICT DO NOTHING',
+    [good.map((r) => r.inbox)],
+  );
   return inTransaction(db, async (client) => {
     // Each batch is atomic and the ledger is in it, so a crash that loses the last commits only makes the
     // next run redo those batches: no need to wait for the WAL flush.
@@ -77,23 +92,25 @@ export async function storeBatch(db: Db, results: ParseResult[]): Promise<BatchC
         const fields = [r.inbox, r.folder, r.source, e.messageId, digest, ...content, recipientsJson];
         return fields.map(copyField).join('\t') + '\n';
       });
-      await pipeline(Readable.from(rows), client.query(copyFrom('COPY staging FROM STDIN')));
-      await client.query(
-        'INSERT INTO inboxes (id) SELECT DISTINCT inbox FROM staging ON CONFLICT DO NOTHING',
-      );
+      // One chunk: a COPY message and a socket write per batch, not per row.
+      await pipeline(Readable.from([rows.join('')]), client.query(copyFrom('COPY staging FROM STDIN')));
+      await turn?.after;
       const inserted = await client.query(`
         INSERT INTO emails (message_id, digest, subject, from_address, from_name, date, body, folder, source_file)
         SELECT DISTINCT ON (message_id, digest)
                message_id, digest, subject, from_address, from_name, date, body, folder, source
         FROM staging ORDER BY message_id, digest, source
         ON CONFLICT (message_id, digest) DO NOTHING`);
+      turn?.done();
       stored = inserted.rowCount ?? 0;
-      // Recipients only for the emails this batch created (matched by their first-seen source file).
+      // Recipients only for the emails this batch created (found by their identity, which is indexed, and
+      // matched by their first-seen source file).
       await client.query(`
         INSERT INTO recipients (email_id, kind, address, name)
         SELECT e.id, r.kind, r.address, r.name
-        FROM staging s JOIN emails e ON e.message_id = s.message_id AND e.source_file = s.source,
+        FROM staging s JOIN emails e USING (message_id, digest),
              jsonb_to_recordset(s.recipients) AS r(kind text, address text, name text)
+        WHERE e.source_file = s.source
         ON CONFLICT DO NOTHING`);
       await client.query(`
         INSERT INTO mailbox_messages (inbox_id, email_id, date, folder, tsv)
@@ -116,7 +133,7 @@ export async function storeBatch(db: Db, results: ParseResult[]): Promise<BatchC
     }
     const rejects = bad.map((r) => ({ source: r.source, reason: r.ok ? '' : r.reason }));
     return { stored, duplicates: good.length - stored, rejects };
-  });
+  }).finally(() => turn?.done());
 }
 
 export async function ingestedSources(db: Db): Promise<Set<string>> {

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createPool } from '../../src/db/pool';
+import { storeBatch } from '../../src/store/ingest';
 import { readEmail, searchEmails } from '../../src/store/mailbox';
 import { cli, stackConfig, tempDataDir, TEST_STACK_ENV } from './testStack';
 
@@ -164,6 +165,64 @@ describe('ingest', () => {
     expect(b).toMatchObject({ body: expect.stringContaining('a forged copy'), bcc: [] });
     expect(await readEmail(pool, { inbox: 'ident-c' }, '<shared.1@evalrl>')).toEqual(a);
     fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('stores batches two at a time and still keeps the oldest copy of a duplicate, and every reject in order', async () => {
+    const dir = tempDataDir('evalrl-turns-');
+    const jsonl = path.join(dir, 'mail.jsonl');
+    const line = (id: string) =>
+      JSON.stringify({
+        messageId: `<${id}@evalrl>`,
+        from: { address: 'x@enron.com' },
+        date: '2001-02-03',
+        body: id,
+      });
+    // One message per batch: each copy of <turn.dup> is in a batch stored beside the one before it.
+    const lines = [1, 2, 3, 4, 5, 6].flatMap((i) => [
+      line('turn.dup'),
+      line(`turn.${i}`),
+      '{"messageId": ""}',
+    ]);
+    fs.writeFileSync(jsonl, lines.join('\n'));
+    const report = await ingestJson(jsonl, '--inbox', 'turns-x', '--batch-size', '1');
+    expect(report).toMatchObject({ read: 18, stored: 7, duplicates: 5, rejected: 6 });
+    expect(report.rejects.map((r: { source: string }) => r.source)).toEqual(
+      [3, 6, 9, 12, 15, 18].map((n) => `${jsonl}:${n}`),
+    );
+    const dup = await pool.query(`SELECT source_file FROM emails WHERE message_id = '<turn.dup@evalrl>'`);
+    expect(dup.rows).toEqual([{ source_file: `${jsonl}:1` }]);
+    fs.rmSync(dir, { recursive: true, force: true });
+
+    // The ordering itself: a batch whose turn has not come waits, even when it was started first.
+    const parsed = (source: string) => ({
+      inbox: 'turns-y',
+      folder: 'inbox',
+      source,
+      ok: true as const,
+      email: {
+        messageId: '<turn.wait@evalrl>',
+        subject: '',
+        from: { address: 'x@enron.com', name: '' },
+        date: new Date('2001-02-03'),
+        to: [],
+        cc: [],
+        bcc: [],
+        body: 'b',
+      },
+    });
+    let firstInserted!: () => void;
+    const second = storeBatch(pool, [parsed('wait/2')], {
+      after: new Promise((resolve) => (firstInserted = resolve)),
+      done: () => undefined,
+    });
+    await new Promise((resolve) => setTimeout(resolve, 1000)); // a second batch that did not wait is stored by now
+    const first = storeBatch(pool, [parsed('wait/1')], {
+      after: Promise.resolve(),
+      done: () => firstInserted(),
+    });
+    expect((await Promise.all([first, second])).map((c) => c.stored)).toEqual([1, 0]);
+    const owner = await pool.query(`SELECT source_file FROM emails WHERE message_id = '<turn.wait@evalrl>'`);
+    expect(owner.rows).toEqual([{ source_file: 'wait/1' }]);
   });
 
   it('ingests mbox and JSONL files, reporting bad JSONL lines by line number', async () => {
