@@ -132,7 +132,8 @@ export interface CarriedRunState {
 }
 
 export type RunState = 'running' | 'paused' | 'blocked' | 'cancelled' | 'done';
-export type RunPhase = 'prepare' | 'baseline' | StageName | 'rewardModelEvaluation' | 'done';
+/** `${stage}Evaluation`: a stage's last held-out evaluation, run beside the phases after it. */
+export type RunPhase = 'prepare' | 'baseline' | StageName | `${StageName}Evaluation` | 'done';
 
 export interface RunStatus {
   runId: string;

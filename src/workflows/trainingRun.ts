@@ -57,7 +57,7 @@ const stageEnded = (s: StageStatus | undefined) =>
 /**
  * A training run: the policy's warm start → the reward model's labelled data → the judge's warm start →
  * baseline evaluations → the reward model's GRPO stage → the policy's GRPO stage, judged by the reward model
- * it just trained, with that judge's held-out evaluation beside it. Each part is optional in the spec. A phase
+ * it just trained; each stage's last held-out evaluation runs beside what follows it. Each part is optional in the spec. A phase
  * that fails after its retries does not fail the run: the run waits in `blocked` until `retry` (optionally
  * with new hyperparameters) or `cancel`. Its history grows with its stages' progress reports, so it continues
  * as new when it is long, even in the middle of a stage: the stage workflow runs on (it is abandoned, not
@@ -93,12 +93,21 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
   let retryAsked = false;
   const child = () => (status.stageWorkflowId ? getExternalWorkflowHandle(status.stageWorkflowId) : null);
   const enabled = STAGE_NAMES.filter((s) => spec.stages[s].enabled);
-  // The policy stage needs only the trained judge's weights, so the judge's held-out evaluation runs beside it
-  // (histories recorded before this patch evaluated it inside the reward-model stage).
-  const judgeEvaluatedBeside =
-    spec.stages.rewardModel.enabled &&
-    spec.stages.policy.enabled &&
-    patched('reward-model-evaluated-beside-policy');
+  // What follows a stage needs only the weights it ends with, so its last held-out evaluation runs beside the
+  // phases after it and is awaited at the run's end (histories recorded before these patches evaluated it
+  // inside the stage): the warm starts' beside the data, the baseline and the GRPO stages, the trained
+  // judge's beside the policy stage.
+  const warmStartsEvaluatedBeside = patched('warm-starts-evaluated-beside');
+  const evaluatedBeside: Record<StageName, boolean> = {
+    policyWarmStart: spec.stages.policyWarmStart.enabled && warmStartsEvaluatedBeside,
+    judgeWarmStart: spec.stages.judgeWarmStart.enabled && warmStartsEvaluatedBeside,
+    rewardModel:
+      spec.stages.rewardModel.enabled &&
+      spec.stages.policy.enabled &&
+      patched('reward-model-evaluated-beside-policy'),
+    policy: false,
+  };
+  const evaluationsBeside: Partial<Record<StageName, Promise<boolean>>> = {};
 
   setHandler(runStatusQuery, () => ({ ...status, etaSeconds: eta(spec, status) }));
   setHandler(pauseSignal, async () => {
@@ -219,7 +228,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
     if (status.stageWorkflowId !== workflowId) {
       const startStep = await cpu.nextStep({ runId, stage });
       const stageArgs = stageInput(spec, runId, stage);
-      if (stage === 'rewardModel' && judgeEvaluatedBeside) stageArgs.evaluation.skipLast = true;
+      if (evaluatedBeside[stage]) stageArgs.evaluation.skipLast = true;
       if (startStep > stageArgs.steps) return; // trained before a retry of a later phase
       status.stageWorkflowId = workflowId;
       if (status.stages[stage]) status.stages[stage] = { ...status.stages[stage], phase: 'sampling' };
@@ -288,29 +297,54 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
         .catch(() => undefined);
     return true;
   };
-  const stage = (name: StageName) => async () =>
-    !spec.stages[name].enabled || guarded(name, () => runStage(name));
-
-  /** The policy stage, with the trained judge's evaluation beside it; a failed early try is retried after. */
-  async function policyStage() {
-    if (!judgeEvaluatedBeside) return stage('policy')();
-    await condition(() => !paused || cancelled); // a paused run starts nothing new, beside or not
-    if (cancelled) return false;
-    const judge = stageInput(spec, runId, 'rewardModel');
-    const judgeEvaluation = () =>
-      evaluate(`rewardModel:step-${judge.steps}`, 'rewardModel', samplingModel(judge, judge.steps + 1));
-    const early = completed.includes('rewardModelEvaluation')
-      ? Promise.resolve(true)
-      : judgeEvaluation().then(
-          () => true,
-          () => false,
-        );
+  const stage = (name: StageName) => async () => {
+    if (!spec.stages[name].enabled) return true;
     return (
-      (await stage('policy')()) &&
-      guarded('rewardModelEvaluation', async () => {
-        if (!(await early)) await judgeEvaluation();
-      })
+      (await guarded(name, () => runStage(name))) && (!evaluatedBeside[name] || startEvaluationBeside(name))
     );
+  };
+
+  /** The evaluation a stage's last step would have run (as grpoStage runs it). */
+  async function evaluateStageEnd(name: StageName) {
+    const s = stageInput(spec, runId, name);
+    mergeEvaluations([
+      await rollout.evaluate({
+        runId,
+        label: `${name}:step-${s.steps}`,
+        kind: s.evaluation.kind,
+        model: samplingModel(s, s.steps + 1),
+        env: s.env,
+        split: s.evaluation.split,
+        count: s.evaluation.count,
+        seed: s.seed,
+      }),
+    ]);
+  }
+
+  /** Starts a stage's last evaluation, unless done; a paused run starts it when resumed, a cancelled one never. */
+  async function startEvaluationBeside(name: StageName) {
+    await condition(() => !paused || cancelled);
+    if (cancelled) return false;
+    const phase: RunPhase = `${name}Evaluation`;
+    if (!completed.includes(phase))
+      evaluationsBeside[name] = evaluateStageEnd(name).then(
+        () => true,
+        () => false,
+      );
+    return true;
+  }
+
+  /** Awaits the evaluations run beside, in stage order; one whose early try failed is tried again, guarded. */
+  async function finishEvaluationsBeside() {
+    for (const name of STAGE_NAMES) {
+      if (!evaluatedBeside[name]) continue;
+      const early = evaluationsBeside[name] ?? Promise.resolve(false);
+      const ok = await guarded(`${name}Evaluation`, async () => {
+        if (!(await early)) await evaluateStageEnd(name);
+      });
+      if (!ok) return false;
+    }
+    return true;
   }
 
   // A bad spec, a taken adapter name or missing questions fail the run before anything starts.
@@ -329,7 +363,8 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
         await evaluate('rewardModel:untrained', 'rewardModel', untrainedJudge(spec));
     })) &&
     (await stage('rewardModel')()) &&
-    (await policyStage());
+    (await stage('policy')()) &&
+    (await finishEvaluationsBeside());
   status.state = ok ? 'done' : 'cancelled';
   status.phase = 'done';
   publish();

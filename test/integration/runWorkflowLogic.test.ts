@@ -204,7 +204,8 @@ it('with warm starts: policy warm start → data → judge warm start → baseli
       epochs: 2,
       tasksPerStep: 2,
     };
-    const result = await (await start('warm', spec)).result();
+    const handle = await start('warm', spec);
+    const result = await handle.result();
     expect(result.state).toBe('done');
     expect(fakes.trained.map((t) => `${t.adapter}@${t.step}:${t.objective}:${t.initFrom ?? ''}`)).toEqual([
       'policy-warm-warm@1:sft:',
@@ -217,13 +218,36 @@ it('with warm starts: policy warm start → data → judge warm start → baseli
       'policy-warm@2:grpo:policy-warm-warm@step-2',
     ]);
     expect([...fakes.judgedBy]).toEqual(['rm-warm@step-2']);
-    expect(result.evaluations.map((e) => e.label)).toEqual([
-      'policyWarmStart:step-2',
+    expect(result.evaluations.map((e) => e.label).sort()).toEqual([
       'judgeWarmStart:step-2',
       'policy:base',
-      'rewardModel:step-2',
       'policy:step-2',
+      'policyWarmStart:step-2',
+      'rewardModel:step-2',
     ]);
+    // Each stage's last evaluation ran in the run, scheduled before the next stage started: beside what follows.
+    const events = (await handle.fetchHistory()).events ?? [];
+    const evaluation = (label: string) =>
+      events.findIndex((e) => {
+        const a = e.activityTaskScheduledEventAttributes;
+        const input = Buffer.from(a?.input?.payloads?.[0]?.data ?? []).toString();
+        return a?.activityType?.name === 'evaluate' && input.includes(`"label":"${label}"`);
+      });
+    const started = (stage: string) =>
+      events.findIndex(
+        (e) =>
+          e.childWorkflowExecutionStartedEventAttributes?.workflowExecution?.workflowId ===
+          `logic-warm/${stage}`,
+      );
+    for (const [stage, next] of [
+      ['policyWarmStart', 'judgeWarmStart'],
+      ['judgeWarmStart', 'rewardModel'],
+      ['rewardModel', 'policy'],
+    ] as const) {
+      expect(result.stages[stage]?.evaluations).toEqual([]);
+      expect(evaluation(`${stage}:step-2`)).toBeGreaterThan(started(stage));
+      expect(evaluation(`${stage}:step-2`)).toBeLessThan(started(next));
+    }
   });
 });
 
