@@ -46,8 +46,11 @@ async function citedEmails(ctx: VerifierContext, readOnly: boolean): Promise<Ful
   return emails;
 }
 
+const ANY_FIELD = ['from', 'to', 'date', 'subject', 'body'] as const;
+type Field = (typeof ANY_FIELD)[number];
+
 /** The fields of an email an answer can come from, normalised for matching. */
-function fields(e: FullEmail): Record<string, string> {
+function fields(e: FullEmail): Record<Field, string> {
   return {
     from: normalise(e.from),
     to: normalise([...e.to, ...e.cc].join(' ')),
@@ -57,26 +60,37 @@ function fields(e: FullEmail): Record<string, string> {
   };
 }
 
+/** What a question asks for, by the phrasings of src/mail/templateQuestions.ts; any field for other questions. */
+const ASKED: [RegExp, readonly Field[]][] = [
+  [/^who (?:sent|wrote)\b/i, ['from']],
+  [/^(?:on what date|when) was\b.*\bsent\W*$/i, ['date']],
+  [/^what was the subject of\b/i, ['subject']],
+  [/^what (?:dollar amount|date) is (?:mentioned|given) in\b/i, ['subject', 'body']],
+];
+
+/** The fields of an email that can hold the answer to `question`: a recipient does not answer "who sent". */
+export function askedFields(question: string): readonly Field[] {
+  return ASKED.find(([pattern]) => pattern.test(question.trim()))?.[1] ?? ANY_FIELD;
+}
+
 /** Where an answer's facts appear: its dates, else its numbers, else its addresses, else most content words. */
-function fieldsHolding(answer: string, e: FullEmail): string[] {
+function fieldsHolding(answer: string, e: FullEmail): Field[] {
   const f = fields(e);
   const dates = datesIn(answer);
   if (dates.length > 0)
-    return Object.keys(f).filter((k) =>
+    return ANY_FIELD.filter((k) =>
       dates.every((d) => (k === 'date' ? f.date === d : datesIn(f[k]).includes(d))),
     );
   const addresses = addressesIn(answer);
-  if (addresses.length > 0) return Object.keys(f).filter((k) => addresses.every((a) => f[k].includes(a)));
+  if (addresses.length > 0) return ANY_FIELD.filter((k) => addresses.every((a) => f[k].includes(a)));
   const numbers = numbersIn(answer);
   if (numbers.length > 0)
-    return Object.keys(f).filter((k) =>
-      numbers.every((n) => numbersIn(f[k]).some((m) => Math.abs(m - n) < 1e-9)),
-    );
+    return ANY_FIELD.filter((k) => numbers.every((n) => numbersIn(f[k]).some((m) => Math.abs(m - n) < 1e-9)));
   const words = normalise(answer)
     .split(' ')
     .filter((w) => w && !STOP.has(w));
   if (words.length === 0) return [];
-  return Object.keys(f).filter((k) => {
+  return ANY_FIELD.filter((k) => {
     const text = ` ${f[k]} `;
     return words.filter((w) => text.includes(` ${w} `)).length / words.length >= 0.6;
   });
@@ -171,14 +185,16 @@ export const VERIFIERS: Record<string, Verifier> = {
       // An answer that no email the agent read and cited holds is made up, as an invented source is: critical.
       const emails = await citedEmails(ctx, true);
       if (emails.length === 0) return { passed: false, critical: true, detail: 'no cited email was read' };
-      const found = [...new Set(emails.flatMap((e) => fieldsHolding(answer, e)))];
-      return {
-        passed: found.length > 0,
-        critical: found.length === 0,
-        detail: found.length
-          ? `the answer appears in the cited email's ${found.join(', ')}`
-          : `the answer appears in none of the ${emails.length} cited email(s) read`,
-      };
+      // In a field the question does not ask for, it answers another question (a recipient for the sender).
+      const asked = askedFields(ctx.question);
+      const holding = [...new Set(emails.flatMap((e) => fieldsHolding(answer, e)))];
+      const found = holding.filter((k) => asked.includes(k));
+      const detail = found.length
+        ? `the answer appears in the cited email's ${found.join(', ')}`
+        : holding.length
+          ? `the answer appears in the cited email's ${holding.join(', ')}, not in its ${asked.join(' or ')}, which the question asks for`
+          : `the answer appears in none of the ${emails.length} cited email(s) read`;
+      return { passed: found.length > 0, critical: found.length === 0, detail };
     },
   },
 

@@ -292,8 +292,15 @@ describe('Skill-RM', () => {
       'answer_in_cited_email',
       ctx(facts({ answer: 'stagecoachmama@hotmail.com' }), null),
     );
-    expect(recipient).toMatchObject({ passed: true, detail: expect.stringMatching(/cited email's to/) });
-    const date = await runVerifier('answer_in_cited_email', ctx(facts({ answer: '2000-12-14' }), null));
+    expect(recipient).toMatchObject({
+      passed: false,
+      critical: true, // a recipient does not answer "who sent"
+      detail: expect.stringMatching(/cited email's to, not in its from/),
+    });
+    const date = await runVerifier(
+      'answer_in_cited_email',
+      ctx(facts({ answer: '2000-12-14' }), null, 'On what date was the lease data sent?'),
+    );
     expect(date).toMatchObject({ passed: true, detail: expect.stringMatching(/date/) });
     const invented = await runVerifier(
       'answer_in_cited_email',

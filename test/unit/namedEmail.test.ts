@@ -1,6 +1,7 @@
-import type { FullEmail } from '../../src/mail/search';
+import type { FullEmail, Mailbox } from '../../src/mail/search';
 import { templateQuestions, type InboxEmail } from '../../src/mail/templateQuestions';
-import { isNamedEmail, namedEmail } from '../../src/reward/verifiers';
+import { askedFields, isNamedEmail, namedEmail, runVerifier } from '../../src/reward/verifiers';
+import { episodeFacts } from '../episodeFacts';
 
 // Two emails that share a sender and words of their subjects, so that every naming must pick one of them.
 const mailbox: InboxEmail[] = [
@@ -96,5 +97,47 @@ describe('cited_email_matches_question: what a question names', () => {
         deal,
       ),
     ).toBe(true);
+  });
+});
+
+describe('answer_in_cited_email: the field a question asks for', () => {
+  const emails = new Map(mailbox.map((e) => [e.messageId, asRead(e)]));
+  // Only read is called by this verifier; the real mailbox is checked in test/integration/emailAgent.test.ts.
+  const inbox: Mailbox = { search: async () => [], read: async (_scope, id) => emails.get(id) ?? null };
+  const check = (question: string, answer: string, id = '<m1@x>') =>
+    runVerifier('answer_in_cited_email', {
+      mailbox: inbox,
+      scope: { inbox: 'owner-a' },
+      question,
+      reference: null,
+      facts: episodeFacts({ answer, sources: [id], searchedIds: [id], readIds: [id] }),
+    });
+
+  it('finds every template answer in the field its question asks for', async () => {
+    const questions = templateQuestions('owner-a', 'owner@enron.com', mailbox);
+    expect(questions.length).toBeGreaterThan(10);
+    for (const q of questions) {
+      expect({ q: q.question, asked: askedFields(q.question).length }).not.toEqual({
+        q: q.question,
+        asked: 5,
+      });
+      const result = await check(q.question, q.answer, q.messageIds[0]);
+      expect({ q: q.question, passed: result.passed }).toEqual({ q: q.question, passed: true });
+    }
+  });
+
+  it('fails an answer found only in another field: a recipient for the sender, the day sent for a stated date', async () => {
+    const sender = await check('Who sent me the email about quarterly gas?', 'owner@enron.com');
+    expect(sender).toMatchObject({ passed: false, critical: true });
+    expect(sender.detail).toBe(
+      "the answer appears in the cited email's to, not in its from, which the question asks for",
+    );
+    const stated = await check('What date is given in the email about quarterly gas?', '2001-03-05');
+    expect(stated).toMatchObject({ passed: false, critical: true });
+    expect((await check('What date is given in the email about quarterly gas?', '2001-04-01')).passed).toBe(
+      true,
+    );
+    // A question of no template's phrasing may be answered from any field.
+    expect((await check('Which address did the gas contract go to?', 'owner@enron.com')).passed).toBe(true);
   });
 });
