@@ -37,9 +37,13 @@ const nextDay = (day: string) =>
 
 /**
  * Searches an agent could make from the question alone, most specific first: the words of the subject it
- * quotes, the sender and day it names, its other words that the email contains.
+ * quotes, its other words that the email contains, and (with `filters`) the sender and day it names.
  */
-export function searchCandidates(question: string, gold: { subject: string; body: string }): SearchArgs[] {
+export function searchCandidates(
+  question: string,
+  gold: { subject: string; body: string },
+  filters = true,
+): SearchArgs[] {
   const inGold = new Set(words(`${gold.subject} ${gold.body}`));
   const quoted = [...question.matchAll(/"([^"]{2,200})"/g)].flatMap((m) => [
     words(m[1]).filter((w) => inGold.has(w)),
@@ -51,6 +55,7 @@ export function searchCandidates(question: string, gold: { subject: string; body
   const candidates: SearchArgs[] = [];
   for (const k of [...quoted, loose])
     for (const n of [3, 2, 1]) if (k.length >= n) candidates.push({ keywords: k.slice(0, n) });
+  if (!filters) return candidates;
   for (const from of addressesIn(question))
     candidates.push(
       day ? { keywords: [], from, sent_after: day, sent_before: nextDay(day) } : { keywords: [], from },
@@ -68,11 +73,12 @@ export async function policyDemonstration(
   mailbox: Mailbox,
   q: QuestionContext,
   agent: AgentSettings,
+  filters = true,
 ): Promise<{ messages: ChatMessage[]; trajectory: Trajectory } | null> {
   const goldId = q.gold.messageIds[0];
   const gold = await mailbox.read(q.scope, goldId);
   if (!gold) return null;
-  for (const args of searchCandidates(q.question, gold)) {
+  for (const args of searchCandidates(q.question, gold, filters)) {
     const handles = new MessageHandles();
     const search = await runEmailTool(mailbox, q.scope, 'search_emails', { ...args }, agent, handles);
     if (search.kind !== 'result' || !search.searchedIds?.includes(goldId)) continue;

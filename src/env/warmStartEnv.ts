@@ -19,6 +19,9 @@ export function createWarmStartEnv(deps: EnvDeps): Env<WarmStartEnvConfig> {
   const policy = createPolicyEnv(deps);
   const rewardModel = createRewardModelEnv(deps);
   const DEMO = { step: 0, sample: 0 };
+  // Keyword searches only: with a quarter of its demonstrations searching by sender and day (keywords []),
+  // SmolLM2-135M searched every held-out question that way, copying the owner's address and today's date.
+  const FILTER_SEARCHES = false;
 
   /** The first `count` train questions (seeded order) that have an honest demonstration. Cached per run. */
   const demonstrable = new Map<string, Promise<string[]>>();
@@ -37,10 +40,12 @@ export function createWarmStartEnv(deps: EnvDeps): Env<WarmStartEnvConfig> {
           for (const id of order) {
             if (found.length >= config.count) break;
             if (
-              await policyDemonstration(deps.store.mailbox, await questionOf(deps, id), {
-                ...config.agent,
-                model: 'base',
-              })
+              await policyDemonstration(
+                deps.store.mailbox,
+                await questionOf(deps, id),
+                { ...config.agent, model: 'base' },
+                FILTER_SEARCHES,
+              )
             )
               found.push(id);
           }
@@ -71,7 +76,7 @@ export function createWarmStartEnv(deps: EnvDeps): Env<WarmStartEnvConfig> {
         if (stored) return [{ kind: 'trajectory', id: stored.id }];
         const q = await questionOf(deps, g.taskId);
         const agent = { ...config.agent, model: g.model };
-        const demo = await policyDemonstration(deps.store.mailbox, q, agent);
+        const demo = await policyDemonstration(deps.store.mailbox, q, agent, FILTER_SEARCHES);
         if (!demo) return []; // no keywords find the gold email: no honest demonstration
         const trajectory = {
           ...demo.trajectory,

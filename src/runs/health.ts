@@ -47,7 +47,7 @@ const STEP_CHECKS: Check[] = [
       m['optim/no_signal']
         ? 'no sample carried an advantage, so the step left the LoRA weights and optimizer unchanged'
         : 'the step left the LoRA weights unchanged',
-    advice: 'check that some advantage is non-zero (see zero-variance groups) and the learning rate',
+    advice: 'samples whose rewards differ (see zero-variance groups), or a learning rate above 0',
   },
   {
     flag: 'clipping',
