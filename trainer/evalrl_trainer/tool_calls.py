@@ -15,7 +15,10 @@ FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 def _as_call(obj) -> dict | None:
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return None
-    args = obj.get("arguments", obj.get("parameters", {}))
+    # Without "arguments" the other keys are the arguments: the flat `{"name": …, "reason": …}` a warm-started
+    # SmolLM2 judge writes when it skips the `"arguments": {` it was shown.
+    flat = {k: v for k, v in obj.items() if k != "name"}
+    args = obj.get("arguments", obj.get("parameters", flat))
     if isinstance(args, str):
         try:
             args = json.loads(args)
@@ -58,11 +61,17 @@ def _pythonic(block: str, tools: list[dict]) -> dict | None:
     return {"name": match.group(1), "arguments": args}
 
 
+EXTRA_CLOSING = re.compile(r"[}\s]*")
+
+
 def _parse_call(block: str, tools: list[dict]) -> dict | None:
+    """One tagged call. Closing braces after its JSON object are the ones left over from a skipped
+    `"arguments": {` (the flat form above); anything else after it makes the call malformed."""
     try:
-        return _as_call(json.loads(block))
+        obj, end = json.JSONDecoder().raw_decode(block)
     except json.JSONDecodeError:
         return _as_call(_pythonic(block, tools))
+    return _as_call(obj) if EXTRA_CLOSING.fullmatch(block, end) else None
 
 
 def parse_tool_calls(text: str, tools: list[dict] | None = None) -> tuple[str | None, list[dict]]:

@@ -39,6 +39,24 @@ def test_near_miss_opening_tags_seen_from_a_warm_started_smollm2():
     assert calls == [] and content == '<tool_call_enron.com"}}</tool_call>'
 
 
+def test_flat_calls_with_the_closing_braces_of_a_skipped_arguments_object():
+    # As a warm-started SmolLM2 judge wrote its verdicts and verifier calls in the ladder at a4ba025: 34 of its 40
+    # held-out judgements reached no verdict, most of them for this form.
+    verdict = ('<tool_call>{"name": "final_answer", "reason": "sources_are_real passed", "satisfied_count": 3, '
+               '"total_count": 3, "score": 1, "confidence": 0.8, "used_resources": []}}</tool_call>')
+    content, calls = parse_tool_calls(verdict)
+    assert content is None and calls[0]["function"]["name"] == "final_answer"
+    assert json.loads(calls[0]["function"]["arguments"]) == {
+        "reason": "sources_are_real passed", "satisfied_count": 3, "total_count": 3, "score": 1,
+        "confidence": 0.8, "used_resources": []}
+    _, calls = parse_tool_calls('<tool_call>{"name": "run_verifier", "verifier": "sources_are_real"}}</tool_call>')
+    assert json.loads(calls[0]["function"]["arguments"]) == {"verifier": "sources_are_real"}
+    for text in ('<tool_call>{"name": "run_verifier", "answer_in_cited_email"}}</tool_call>',  # not an object
+                 '<tool_call>{"name": "run_verifier", "verifier": "x"} and more</tool_call>'):  # text after it
+        content, calls = parse_tool_calls(text)
+        assert calls == [] and content == text
+
+
 def test_bare_and_fenced_json():
     for text in ('{"name": "read_email", "arguments": {"message_id": "<1@x>"}}',
                  '```json\n{"name": "read_email", "arguments": "{\\"message_id\\": \\"<1@x>\\"}"}\n```'):
