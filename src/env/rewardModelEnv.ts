@@ -2,6 +2,7 @@ import pLimit from 'p-limit';
 import type { Env, RewardModelEnvConfig, Split } from '../grpo/env';
 import { evaluationTasks } from '../grpo/sampleTasks';
 import { rmMetrics } from '../reward/evaluation';
+import type { JudgeSettings, JudgeTemplate } from '../reward/judge';
 import type { StoredJudgement } from '../store/judgements';
 import { DataError, episodeWithQuestion, judgementOnce, sampleSeed, type EnvDeps } from './episodes';
 import { EVALUATION_CONCURRENCY } from './policyEnv';
@@ -16,6 +17,20 @@ import { balancedTasks } from './rewardModelData';
 export function judgementReward(j: StoredJudgement | null, correct: boolean): number {
   if (!j || j.failed) return j?.usedTools ? -0.5 : -1;
   return 1 - Math.abs(j.score - (correct ? 1 : 0));
+}
+
+/**
+ * How a held-out judgement samples: at the judge's own temperature, as the reward model samples when it rewards
+ * the policy (a greedy evaluation would measure a judge the policy stage never uses: the sampled one errs more
+ * often), seeded by the task alone, so that every judge evaluated is drawn with the same random numbers.
+ */
+export function evaluationJudgeSettings(
+  judge: JudgeTemplate,
+  model: string,
+  seed: number,
+  taskId: string,
+): JudgeSettings {
+  return { ...judge, model, seed: sampleSeed(seed, 'eval', taskId) };
 }
 
 /**
@@ -79,7 +94,7 @@ export function createRewardModelEnv(deps: EnvDeps): Env<RewardModelEnvConfig> {
       };
     },
 
-    /** Greedy judgements of held-out labelled candidates → agreement, precision, recall, calibration. */
+    /** Judgements of held-out labelled candidates, sampled as it rewards → agreement, precision, recall, ECE. */
     async evaluate(config, input, hooks) {
       const label = await taskStrata(config, input.runId, input.split);
       const ids = evaluationTasks(await taskIds(config, input.runId, input.split), input, (id) =>
@@ -90,12 +105,7 @@ export function createRewardModelEnv(deps: EnvDeps): Env<RewardModelEnvConfig> {
         ids.map((taskId) =>
           limit(async () => {
             const { episode, label } = await candidate(input.runId, input.split, taskId);
-            const settings = {
-              ...config.judge,
-              model: input.model,
-              temperature: 0,
-              seed: sampleSeed(input.seed, 'eval', taskId),
-            };
+            const settings = evaluationJudgeSettings(config.judge, input.model, input.seed, taskId);
             const j = await judgementOnce(
               deps,
               episode,

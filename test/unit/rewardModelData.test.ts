@@ -1,5 +1,5 @@
 import { balancedTasks, wrongAnswer } from '../../src/env/rewardModelData';
-import { judgementReward } from '../../src/env/rewardModelEnv';
+import { evaluationJudgeSettings, judgementReward } from '../../src/env/rewardModelEnv';
 import { checkAnswer } from '../../src/reward/answerMatch';
 import { referenceFreeReward, rewardWeightsSchema } from '../../src/reward/deterministic';
 import { healthFlags } from '../../src/runs/health';
@@ -15,6 +15,24 @@ describe('reward-model data', () => {
     expect(judgementReward(failed, false)).toBe(-0.5); // it ran verifiers, gave no verdict
     expect(judgementReward({ ...failed, usedTools: false }, false)).toBe(-1); // no valid call at all
     expect(judgementReward(null, true)).toBe(-1);
+  });
+  it('evaluates a judge as it rewards: at its own temperature, with the same seed for every judge', () => {
+    const judge = {
+      mode: 'skill' as const,
+      reference: 'hidden' as const,
+      retries: 1,
+      temperature: 0.7,
+      maxTurns: 3,
+      maxTokensPerTurn: 160,
+      contextTokens: 2048,
+      topP: 1,
+      timeoutMs: 600_000,
+    };
+    const untrained = evaluationJudgeSettings(judge, 'rm-warm@step-8', 7, 'task-1');
+    const trained = evaluationJudgeSettings(judge, 'rm@step-3', 7, 'task-1');
+    expect(untrained).toMatchObject({ temperature: 0.7, model: 'rm-warm@step-8', maxTurns: 3 });
+    expect(trained.seed).toBe(untrained.seed);
+    expect(evaluationJudgeSettings(judge, 'rm@step-3', 7, 'task-2').seed).not.toBe(trained.seed);
   });
   it('balances correct and incorrect candidates, seeded', () => {
     const candidates = [
