@@ -73,7 +73,11 @@ export const runSpecSchema = z.strictObject({
       reference: z.enum(['visible', 'hidden']).default('hidden'),
       maxTurns: z.number().int().min(1).default(8),
       maxTokensPerTurn: z.number().int().min(16).default(192),
+      /** How the reward-model stage samples its groups of judgements: GRPO learns from their variety. */
       temperature: z.number().min(0).max(5).default(1),
+      /** How the judge samples when it scores: the policy's episodes and the held-out evaluations
+       * (default: `temperature`). 0 makes the reward a function of the episode, not of the judge's luck. */
+      scoringTemperature: z.number().min(0).max(5).optional(),
       retries: z.number().int().min(0).default(2),
       /** The policy's reward = deterministic part + weight × the judge's score. */
       weight: z.number().min(0).default(1),

@@ -16,6 +16,17 @@ import {
 export const EVALUATION_CONCURRENCY = 16;
 
 /**
+ * The reward model's part of a group's rewards. A failed judgement says nothing about its episode (the judge
+ * broke, not the agent): it takes the mean of the group's valid judgements, so it adds no advantage either way
+ * instead of punishing whichever episode the judge failed on. No valid judgement: 0 for all (no signal).
+ */
+export function groupJudgeScores(judgements: { score: number; failed: boolean }[]): number[] {
+  const valid = judgements.filter((j) => !j.failed);
+  const mean = valid.length ? valid.reduce((a, j) => a + j.score, 0) / valid.length : 0;
+  return judgements.map((j) => (j.failed ? mean : j.score));
+}
+
+/**
  * The policy's environment. A task is a train question; a sample is one email-agent episode; its reward is
  * the deterministic layer (graded against the gold answer, or only its reference-free part) plus
  * `judge.weight` × the reward model's score of the episode.
@@ -62,13 +73,14 @@ export function createPolicyEnv(deps: EnvDeps): Env<PolicyEnvConfig> {
                 ),
               ),
             );
+      const judgeScores = judgements ? groupJudgeScores(judgements) : episodes.map(() => 0);
       return {
         rewards_G: episodes.map(
           (e, i) =>
             (config.reward === 'gold'
               ? e.reward.total
               : referenceFreeReward(e.trajectory.facts, config.weights)) +
-            judge.weight * (judgements?.[i].score ?? 0),
+            judge.weight * judgeScores[i],
         ),
         success_G: episodes.map((e) => (e.reward.correct ? 1 : 0)),
         failed_G: episodes.map((e, i) =>

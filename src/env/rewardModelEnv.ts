@@ -2,7 +2,7 @@ import pLimit from 'p-limit';
 import type { Env, RewardModelEnvConfig, Split } from '../grpo/env';
 import { evaluationTasks } from '../grpo/sampleTasks';
 import { rmMetrics } from '../reward/evaluation';
-import type { JudgeSettings, JudgeTemplate } from '../reward/judge';
+import type { JudgeSettings } from '../reward/judge';
 import type { StoredJudgement } from '../store/judgements';
 import { DataError, episodeWithQuestion, judgementOnce, sampleSeed, type EnvDeps } from './episodes';
 import { EVALUATION_CONCURRENCY } from './policyEnv';
@@ -20,17 +20,22 @@ export function judgementReward(j: StoredJudgement | null, correct: boolean): nu
 }
 
 /**
- * How a held-out judgement samples: at the judge's own temperature, as the reward model samples when it rewards
- * the policy (a greedy evaluation would measure a judge the policy stage never uses: the sampled one errs more
- * often), seeded by the task alone, so that every judge evaluated is drawn with the same random numbers.
+ * How a held-out judgement samples: at the temperature the reward model scores the policy with (an evaluation
+ * at another temperature would measure a judge the policy stage never uses: a sampled one errs more often than
+ * a greedy one), seeded by the task alone, so that every judge evaluated is drawn with the same random numbers.
  */
 export function evaluationJudgeSettings(
-  judge: JudgeTemplate,
+  config: RewardModelEnvConfig,
   model: string,
   seed: number,
   taskId: string,
 ): JudgeSettings {
-  return { ...judge, model, seed: sampleSeed(seed, 'eval', taskId) };
+  return {
+    ...config.judge,
+    temperature: config.scoringTemperature,
+    model,
+    seed: sampleSeed(seed, 'eval', taskId),
+  };
 }
 
 /**
@@ -105,7 +110,7 @@ export function createRewardModelEnv(deps: EnvDeps): Env<RewardModelEnvConfig> {
         ids.map((taskId) =>
           limit(async () => {
             const { episode, label } = await candidate(input.runId, input.split, taskId);
-            const settings = evaluationJudgeSettings(config.judge, input.model, input.seed, taskId);
+            const settings = evaluationJudgeSettings(config, input.model, input.seed, taskId);
             const j = await judgementOnce(
               deps,
               episode,

@@ -122,7 +122,13 @@ export function createWarmStartEnv(deps: EnvDeps): Env<WarmStartEnvConfig> {
             hooks,
           )
         : rewardModel.evaluate(
-            { kind: 'rewardModel', judge: config.judge, balance: config.balance, seed: config.seed },
+            {
+              kind: 'rewardModel',
+              judge: config.judge,
+              scoringTemperature: config.judge.temperature,
+              balance: config.balance,
+              seed: config.seed,
+            },
             input,
             hooks,
           ),

@@ -78,7 +78,10 @@ export interface PolicyEnvConfig {
 /** The reward model: labelled candidate episodes → judgements by the adapter → agreement with the label. */
 export interface RewardModelEnvConfig {
   kind: 'rewardModel';
+  /** How the stage's groups of judgements sample. */
   judge: JudgeTemplate;
+  /** How held-out evaluations sample: as the judge scores the policy (spec: judge.scoringTemperature). */
+  scoringTemperature: number;
   /** Draw as many correct as incorrect candidates (seeded). */
   balance: boolean;
   seed: number;

@@ -19,7 +19,8 @@ export function agentTemplate(spec: RunSpec): AgentTemplate {
   };
 }
 
-export function judgeTemplate(spec: RunSpec): JudgeTemplate {
+/** The judge's settings when it trains (its GRPO groups) or when it scores (the policy's reward, evaluations). */
+export function judgeTemplate(spec: RunSpec, use: 'training' | 'scoring'): JudgeTemplate {
   const j = spec.judge;
   return {
     mode: j.mode,
@@ -27,7 +28,7 @@ export function judgeTemplate(spec: RunSpec): JudgeTemplate {
     maxTurns: j.maxTurns,
     maxTokensPerTurn: j.maxTokensPerTurn,
     contextTokens: spec.sampling.contextTokens,
-    temperature: j.temperature,
+    temperature: use === 'scoring' ? (j.scoringTemperature ?? j.temperature) : j.temperature,
     topP: 1,
     retries: j.retries,
     timeoutMs: spec.sampling.timeoutSeconds * 1000,
@@ -81,7 +82,8 @@ export function policyJudge(spec: RunSpec): string {
 
 function envOf(spec: RunSpec, stage: StageName): EnvConfig {
   const agent = agentTemplate(spec);
-  const judge = judgeTemplate(spec);
+  const judge = judgeTemplate(spec, 'training');
+  const scoring = judgeTemplate(spec, 'scoring');
   switch (stage) {
     case 'policyWarmStart':
     case 'judgeWarmStart':
@@ -92,18 +94,24 @@ function envOf(spec: RunSpec, stage: StageName): EnvConfig {
         seed: spec.seed,
         balance: spec.rewardModelData.balance,
         agent,
-        judge,
+        judge: scoring, // what its demonstrations show, and how its evaluation samples
         weights: spec.rewardWeights,
       };
     case 'rewardModel':
-      return { kind: 'rewardModel', judge, balance: spec.rewardModelData.balance, seed: spec.seed };
+      return {
+        kind: 'rewardModel',
+        judge,
+        scoringTemperature: scoring.temperature,
+        balance: spec.rewardModelData.balance,
+        seed: spec.seed,
+      };
     case 'policy':
       return {
         kind: 'policy',
         agent,
         weights: spec.rewardWeights,
         reward: spec.reward,
-        judge: { model: policyJudge(spec), weight: spec.judge.weight, settings: judge },
+        judge: { model: policyJudge(spec), weight: spec.judge.weight, settings: scoring },
       };
   }
 }

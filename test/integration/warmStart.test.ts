@@ -138,7 +138,7 @@ it('warm starts teach the tiny model the tool protocol and the judging procedure
         scope: question.scope,
         trajectory: candidate.trajectory,
       },
-      { ...judgeTemplate(spec), model: stageAdapter(spec, 'judgeWarmStart'), seed: 1 },
+      { ...judgeTemplate(spec, 'scoring'), model: stageAdapter(spec, 'judgeWarmStart'), seed: 1 },
     );
     expect(j).toMatchObject({ failed: false, skillsUsed: ['grounding'] });
     expect(j.evidence.map((e) => e.verifier)).toEqual([

@@ -2,6 +2,7 @@ import { groupAdvantages, groupStd } from '../../src/grpo/advantages';
 import { selectGroups } from '../../src/grpo/dynamicSampling';
 import { epochBatch, evaluationTasks, interleaveBy, sampleTasks } from '../../src/grpo/sampleTasks';
 import { trainingSequences } from '../../src/grpo/trainingSequences';
+import { groupJudgeScores } from '../../src/env/policyEnv';
 
 describe('groupAdvantages', () => {
   it('centres on the group mean and, for GRPO, scales by the group std', () => {
@@ -13,6 +14,29 @@ describe('groupAdvantages', () => {
   it('gives zero advantages to a constant group', () => {
     expect(groupAdvantages([0.5, 0.5, 0.5], true)).toEqual([0, 0, 0]);
     expect(groupStd([2, 2])).toBe(0);
+  });
+});
+
+describe('groupJudgeScores', () => {
+  it('gives a failed judgement the mean of the valid ones, so it adds no advantage', () => {
+    const scores = groupJudgeScores([
+      { score: 1, failed: false },
+      { score: 0, failed: true },
+      { score: 0.5, failed: false },
+      { score: 0, failed: false },
+    ]);
+    expect(scores).toEqual([1, 0.5, 0.5, 0]);
+    // The failed episode's advantage from the judge is 0, where a score of 0 would have pushed it down.
+    expect(groupAdvantages(scores, false)[1]).toBeCloseTo(0);
+    expect(groupAdvantages([1, 0, 0.5, 0], false)[1]).toBeLessThan(0);
+  });
+  it('is 0 for every episode when no judgement is valid', () => {
+    expect(
+      groupJudgeScores([
+        { score: 0.9, failed: true },
+        { score: 0, failed: true },
+      ]),
+    ).toEqual([0, 0]);
   });
 });
 

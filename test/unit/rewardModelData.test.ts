@@ -16,7 +16,7 @@ describe('reward-model data', () => {
     expect(judgementReward({ ...failed, usedTools: false }, false)).toBe(-1); // no valid call at all
     expect(judgementReward(null, true)).toBe(-1);
   });
-  it('evaluates a judge as it rewards: at its own temperature, with the same seed for every judge', () => {
+  it('evaluates a judge as it scores the policy, with the same seed for every judge', () => {
     const judge = {
       mode: 'skill' as const,
       reference: 'hidden' as const,
@@ -28,11 +28,13 @@ describe('reward-model data', () => {
       topP: 1,
       timeoutMs: 600_000,
     };
-    const untrained = evaluationJudgeSettings(judge, 'rm-warm@step-8', 7, 'task-1');
-    const trained = evaluationJudgeSettings(judge, 'rm@step-3', 7, 'task-1');
-    expect(untrained).toMatchObject({ temperature: 0.7, model: 'rm-warm@step-8', maxTurns: 3 });
+    const config = { kind: 'rewardModel' as const, judge, scoringTemperature: 0, balance: true, seed: 7 };
+    const untrained = evaluationJudgeSettings(config, 'rm-warm@step-8', 7, 'task-1');
+    const trained = evaluationJudgeSettings(config, 'rm@step-3', 7, 'task-1');
+    // Scored as the policy is scored (here greedily), not at the temperature its GRPO groups sample with.
+    expect(untrained).toMatchObject({ temperature: 0, model: 'rm-warm@step-8', maxTurns: 3 });
     expect(trained.seed).toBe(untrained.seed);
-    expect(evaluationJudgeSettings(judge, 'rm@step-3', 7, 'task-2').seed).not.toBe(trained.seed);
+    expect(evaluationJudgeSettings(config, 'rm@step-3', 7, 'task-2').seed).not.toBe(trained.seed);
   });
   it('balances correct and incorrect candidates, seeded', () => {
     const candidates = [
