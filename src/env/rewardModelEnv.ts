@@ -32,7 +32,7 @@ export function evaluationJudgeSettings(
 ): JudgeSettings {
   return {
     ...config.judge,
-    temperature: config.scoringTemperature,
+    temperature: config.scoringTemperature ?? config.judge.temperature,
     model,
     seed: sampleSeed(seed, 'eval', taskId),
   };

@@ -80,8 +80,9 @@ export interface RewardModelEnvConfig {
   kind: 'rewardModel';
   /** How the stage's groups of judgements sample. */
   judge: JudgeTemplate;
-  /** How held-out evaluations sample: as the judge scores the policy (spec: judge.scoringTemperature). */
-  scoringTemperature: number;
+  /** How held-out evaluations sample: as the judge scores the policy (spec: judge.scoringTemperature).
+   * Absent in runs started before it existed: they evaluate at `judge.temperature`, as they did. */
+  scoringTemperature?: number;
   /** Draw as many correct as incorrect candidates (seeded). */
   balance: boolean;
   seed: number;
