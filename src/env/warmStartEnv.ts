@@ -122,13 +122,7 @@ export function createWarmStartEnv(deps: EnvDeps): Env<WarmStartEnvConfig> {
             hooks,
           )
         : rewardModel.evaluate(
-            {
-              kind: 'rewardModel',
-              judge: config.judge,
-              scoringTemperature: config.judge.temperature,
-              balance: config.balance,
-              seed: config.seed,
-            },
+            { kind: 'rewardModel', judge: config.judge, balance: config.balance, seed: config.seed },
             input,
             hooks,
           ),

@@ -81,7 +81,8 @@ export interface RewardModelEnvConfig {
   /** How the stage's groups of judgements sample. */
   judge: JudgeTemplate;
   /** How held-out evaluations sample: as the judge scores the policy (spec: judge.scoringTemperature).
-   * Absent in runs started before it existed: they evaluate at `judge.temperature`, as they did. */
+   * Absent: at `judge.temperature` (a warm start's judge is already the scoring one; runs started before
+   * the field existed evaluate as they did). */
   scoringTemperature?: number;
   /** Draw as many correct as incorrect candidates (seeded). */
   balance: boolean;

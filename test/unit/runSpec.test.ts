@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { stageInput } from '../../src/grpo/stage';
 import { loadRunSpec, parseRunSpec, RunSpecError } from '../../src/runSpec';
 
 const stage = { steps: 2, tasksPerStep: 4, groupSize: 4, hyperparameters: { learning_rate: 1e-5 } };
@@ -32,6 +33,17 @@ describe('run spec', () => {
     expect(problems({ ...minimal, judge: { weight: 0 } })).toEqual([
       expect.stringMatching(/^judge\.weight: a reference-free reward needs/),
     ]);
+  });
+
+  it('samples the judge at judge.temperature in its GRPO groups and at scoringTemperature when it scores', () => {
+    const scoring = parseRunSpec({ ...minimal, judge: { temperature: 0.7, scoringTemperature: 0 } });
+    const rm = stageInput(scoring, 'r', 'rewardModel').env;
+    const policy = stageInput(scoring, 'r', 'policy').env;
+    expect(rm).toMatchObject({ kind: 'rewardModel', judge: { temperature: 0.7 }, scoringTemperature: 0 });
+    expect(policy).toMatchObject({ kind: 'policy', judge: { settings: { temperature: 0 } } });
+    // Unset, the judge scores as it trains.
+    const same = stageInput(parseRunSpec({ ...minimal, judge: { temperature: 0.7 } }), 'r', 'policy').env;
+    expect(same).toMatchObject({ judge: { settings: { temperature: 0.7 } } });
   });
 
   it('fills defaults for everything optional', () => {
