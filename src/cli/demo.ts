@@ -10,7 +10,13 @@ import { repoRoot } from '../paths';
 import { writeReport } from '../report/writeReport';
 import { RunClient } from '../runs/runClient';
 import { loadRunSpec } from '../runSpec';
-import { modelServerPeakGib, modelServerSamplingUsage, startModelServer } from '../stack/modelServer';
+import {
+  modelServerPeakGib,
+  modelServerUsage,
+  resetModelServerPeak,
+  samplingUsageBetween,
+  startModelServer,
+} from '../stack/modelServer';
 import { up } from '../stack/stack';
 import { createStore } from '../store';
 import { createWorkers, runWorkersUntil, WORKER_QUEUES } from '../workers/start';
@@ -43,6 +49,9 @@ export function registerDemoCommand(program: Command) {
         maxBatch: 16,
       });
       console.log(`model server (SmolLM2-135M-Instruct, CPU): ${server} at ${config.modelServer.url}`);
+      // A server reused from an earlier job: the figures printed at the end are this job's alone.
+      if (server !== 'started') resetModelServerPeak(config);
+      const usageBefore = await modelServerUsage(config).catch(() => null);
       const pool = createPool(config);
       const mail = await ingest(pool, readMaildir(config.maildir));
       console.log(
@@ -75,7 +84,8 @@ export function registerDemoCommand(program: Command) {
         );
         const wallSeconds = Math.round((Date.now() - started) / 1000);
         const peak = modelServerPeakGib(config);
-        const sampling = await modelServerSamplingUsage(config).catch(() => null);
+        const usageAfter = await modelServerUsage(config).catch(() => null);
+        const sampling = usageAfter && samplingUsageBetween(usageBefore, usageAfter);
         console.log(
           '\nmeasured (SmolLM2-135M on this CPU; errors are standard errors over the held-out items):',
         );
@@ -85,8 +95,9 @@ export function registerDemoCommand(program: Command) {
         );
         if (sampling)
           console.log(
-            `  model server sampling: prefill ${sampling.prefill_s} s, decoding ${sampling.decode_s} s ` +
-              `(${sampling.decoded_tokens} tokens)`,
+            `  model server sampling: prefill ${sampling.prefill_s} s (${sampling.prompt_tokens_computed} prompt ` +
+              `tokens computed, ${sampling.prompt_tokens_cached} from the prefix cache), ` +
+              `decoding ${sampling.decode_s} s (${sampling.decoded_tokens} tokens)`,
           );
         console.log(`  wall time: ${wallSeconds} s`);
         if (opts.out)

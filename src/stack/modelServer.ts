@@ -7,6 +7,7 @@ import {
   claimPort,
   managedProcess,
   peakResidentGib,
+  resetPeakResident,
   reuseIfHealthy,
   runningPid,
   startDetached,
@@ -84,15 +85,41 @@ export function modelServerPeakGib(config: Config): number | null {
   return pid === undefined ? null : peakResidentGib(pid);
 }
 
-const samplingUsageSchema = z.object({
-  prefill_s: z.number(),
-  decode_s: z.number(),
-  decoded_tokens: z.number(),
-});
-export type SamplingUsage = z.infer<typeof samplingUsageSchema>;
+/** Starts the model server's peak resident memory again (a server reused from an earlier job); see resetPeakResident. */
+export function resetModelServerPeak(config: Config): boolean {
+  const pid = runningPid(modelServerProcess(config));
+  return pid !== undefined && resetPeakResident(pid);
+}
 
-/** Where the model server's sampling time went so far (its /health), or null when it does not say. */
-export async function modelServerSamplingUsage(config: Config): Promise<SamplingUsage | null> {
-  const parsed = z.object({ sampling: samplingUsageSchema }).safeParse(await (await health(config)).json());
-  return parsed.success ? parsed.data.sampling : null;
+const usageSchema = z.object({
+  sampling: z.object({ prefill_s: z.number(), decode_s: z.number(), decoded_tokens: z.number() }),
+  prefix_cache: z.object({ hit_tokens: z.number(), computed_tokens: z.number() }),
+});
+type ServerUsage = z.infer<typeof usageSchema>;
+
+/** Where a job's sampling time went: prefill and decoding, and the prompt tokens the prefix cache served. */
+export interface SamplingUsage {
+  prefill_s: number;
+  decode_s: number;
+  decoded_tokens: number;
+  prompt_tokens_cached: number;
+  prompt_tokens_computed: number;
+}
+
+/** The model server's counters so far (its /health), or null when it does not say. */
+export async function modelServerUsage(config: Config): Promise<ServerUsage | null> {
+  const parsed = usageSchema.safeParse(await (await health(config)).json());
+  return parsed.success ? parsed.data : null;
+}
+
+/** What the server did between two readings of its counters (a reused server counts earlier jobs too). */
+export function samplingUsageBetween(before: ServerUsage | null, after: ServerUsage): SamplingUsage {
+  const since = (now: number, then = 0) => Math.round((now - then) * 10) / 10;
+  return {
+    prefill_s: since(after.sampling.prefill_s, before?.sampling.prefill_s),
+    decode_s: since(after.sampling.decode_s, before?.sampling.decode_s),
+    decoded_tokens: since(after.sampling.decoded_tokens, before?.sampling.decoded_tokens),
+    prompt_tokens_cached: since(after.prefix_cache.hit_tokens, before?.prefix_cache.hit_tokens),
+    prompt_tokens_computed: since(after.prefix_cache.computed_tokens, before?.prefix_cache.computed_tokens),
+  };
 }

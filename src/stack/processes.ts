@@ -174,6 +174,19 @@ export async function waitUntil(
   );
 }
 
+/**
+ * Starts a process's peak resident memory (VmHWM) again from its current size, so that a peak read later is
+ * that of what ran in between. False where the kernel does not allow it (not Linux, another user's process).
+ */
+export function resetPeakResident(pid: number): boolean {
+  try {
+    fs.writeFileSync(`/proc/${pid}/clear_refs`, '5');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** A process's peak resident memory (VmHWM) in GiB, as the kernel counts it; null where /proc is absent. */
 export function peakResidentGib(pid: number): number | null {
   try {

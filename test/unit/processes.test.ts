@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -6,7 +7,9 @@ import {
   claimPort,
   isAlive,
   managedProcess,
+  peakResidentGib,
   portHolder,
+  resetPeakResident,
   reuseIfHealthy,
   runningPid,
   startDetached,
@@ -77,5 +80,29 @@ describe('our own running service', () => {
     await expect(reuseIfHealthy(proc, never)).resolves.toBe(false);
     expect(isAlive(pid)).toBe(false);
     expect(fs.existsSync(proc.pidFile)).toBe(false);
+  });
+});
+
+describe("a process's peak resident memory", () => {
+  it('starts again from its current size when reset, so that a reused server reports this job alone', async () => {
+    // A child that touches 300 MB, frees it and says so: its peak stays, its size falls back.
+    const child = spawn(process.execPath, [
+      '--expose-gc',
+      '-e',
+      "let b = Buffer.alloc(300e6, 1); b = null; gc(); console.log('freed'); setTimeout(() => {}, 60000);",
+    ]);
+    try {
+      await new Promise((resolve) => child.stdout.once('data', resolve));
+      const before = peakResidentGib(child.pid!)!;
+      expect(before).toBeGreaterThan(0.25);
+      expect(resetPeakResident(child.pid!)).toBe(true);
+      expect(peakResidentGib(child.pid!)!).toBeLessThan(before - 0.2);
+    } finally {
+      child.kill();
+    }
+  });
+
+  it('cannot be reset for a process that is gone', () => {
+    expect(resetPeakResident(2 ** 22 + 1)).toBe(false);
   });
 });
