@@ -46,6 +46,16 @@ class Sample:
     finish_reason: Literal["stop", "length"]
 
 
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """How many tokens two prompts start with alike."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 class Sampler:
     def __init__(
         self, adapters: Adapters, mode: Mode = "throughput", max_batch: int = 8, gather_ms: float = 5.0, prefix_cache_mb: int = 256
@@ -110,7 +120,8 @@ class Sampler:
         try:
             while True:
                 started = time.monotonic()
-                joining = [row for row in map(self._prefilled, waiting) if row is not None]
+                prefilled = [self._prefilled(w, later=[r for r, _ in waiting[i + 1 :]]) for i, w in enumerate(waiting)]
+                joining = [row for row in prefilled if row is not None]
                 if joining:
                     batch.join(joining)
                 self.usage["prefill_s"] += time.monotonic() - started
@@ -132,11 +143,11 @@ class Sampler:
                 if not row.future.done():
                     row.future.set_exception(err)
 
-    def _prefilled(self, waiting: tuple[SampleRequest, Future]) -> Row | None:
+    def _prefilled(self, waiting: tuple[SampleRequest, Future], later: list[SampleRequest]) -> Row | None:
         """A request ready to join the batch, or None when its prefill failed (that request alone fails)."""
         request, future = waiting
         try:
-            logits, layers = self._prefill(request, self.adapters.base.device)
+            logits, layers = self._prefill(request, self.adapters.base.device, later)
         except Exception as err:
             future.set_exception(err)
             return None
@@ -145,10 +156,12 @@ class Sampler:
     def _owner(self, r: SampleRequest) -> tuple:
         return r.adapter, self.adapters.revision(r.adapter)
 
-    def _prefill(self, r: SampleRequest, device) -> tuple[torch.Tensor, Layers]:
+    def _prefill(self, r: SampleRequest, device, later: list[SampleRequest] = ()) -> tuple[torch.Tensor, Layers]:
         """One request's prompt through the model from its longest cached prefix (each alone: no padding, no
         T × T mask). Returns its last position's logits (the only ones sampling needs) and its keys/values, sized
-        exactly (a DynamicCache: one forward pass appends once, and joining the batch re-buffers anyway)."""
+        exactly (a DynamicCache: one forward pass appends once, and joining the batch re-buffers anyway).
+        The part of its prompt that a request prefilled `later` starts with is cached at once (a GRPO group's
+        samples, a new adapter's episodes and their shared instructions), so it is computed once."""
         cached, layers = self.cache.lookup(self._owner(r), r.prompt_ids)
         cache = DynamicCache()
         for layer, (k, v) in enumerate(layers or []):
@@ -158,7 +171,11 @@ class Sampler:
         with self._adapters_for([r.adapter]) as (model, extra):
             out = model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1, **extra)
         self.cache.count(cached, len(r.prompt_ids) - cached)
-        return out.logits[0, -1], [(layer.keys, layer.values) for layer in cache.layers]
+        layers = [(layer.keys, layer.values) for layer in cache.layers]
+        shared = max((common_prefix(r.prompt_ids, o.prompt_ids) for o in later if self._owner(o) == self._owner(r)), default=0)
+        if shared > cached:  # only that part: the cache's room is for what will be reused
+            self.cache.store(self._owner(r), r.prompt_ids[:shared], [(k[:, :, :shared].clone(), v[:, :, :shared].clone()) for k, v in layers])
+        return out.logits[0, -1], layers
 
     def _remember(self, row: Row, batch: Batch, index: int):
         """Keeps a finished request's keys/values for a later prompt that extends it: its prompt and every

@@ -76,6 +76,17 @@ def test_a_cached_prefix_gives_the_same_next_token_distribution_and_is_reused(ti
     assert torch.allclose(cached_logits, plain_logits, atol=1e-4)
 
 
+def test_requests_waiting_together_compute_their_shared_prefix_once(tiny_base, tmp_path):
+    """A GRPO group's samples, or a new adapter's episodes, arrive together: the first prefill is cached at once."""
+    sampler = Sampler(Adapters(tiny_base, tmp_path), mode="throughput", prefix_cache_mb=64)
+    shared = list(range(10, 50))
+    group = [SampleRequest(shared + [100 + i] * 5, None, max_tokens=2, temperature=1.0, seed=i) for i in range(3)]
+    group.append(SampleRequest(shared + [100] * 5, None, max_tokens=2, temperature=1.0, seed=9))  # the first's prompt again
+    sampler.decode(group)
+    assert sampler.cache.misses == 45 + 5 + 5 + 1  # the 40 shared tokens once; a repeated prompt computes its last
+    assert sampler.cache.hits == 40 + 40 + 44
+
+
 def test_a_trained_adapter_never_reuses_keys_from_before_its_step(tiny_base, tmp_path):
     from evalrl_trainer.adapters import Adapters
     from evalrl_trainer.lora import LoraSettings
