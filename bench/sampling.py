@@ -1,8 +1,10 @@
 """bench/sampling: agent-shaped traffic through the sampler — 8 episodes at once, 3 turns each, every turn
 resending the episode so far plus a tool result, replies of 16 to 160 tokens — with continuous batching (what
-waits joins the running batch; sampler.py) against static batches (nothing joins a running batch) in the same
-run, each in a process of its own (a second sampler in one process decodes slower), with the server's allocator
-(jemalloc, when installed). SmolLM2-135M, fp32, 2 CPU threads. Writes bench/results/sampling.json.
+waits joins the running batch; sampler.py) against two references in the same run: static batches (nothing
+joins a running batch), and continuous batching that caches a prompt only when its reply ends (the engine
+before the shared prefix of requests waiting together was cached at prefill). Each engine runs in a process
+of its own (a second sampler in one process decodes slower), with the server's allocator (jemalloc, when
+installed). SmolLM2-135M, fp32, 2 CPU threads. Writes bench/results/sampling.json.
 
     make bench-sampling
 """
@@ -56,14 +58,23 @@ def traffic(sampler: Sampler) -> dict:
     for t in threads:
         t.join()
     seconds = time.perf_counter() - start
-    return {"seconds": round(seconds, 1), "decoded_tokens": sum(decoded), "tokens_per_s": round(sum(decoded) / seconds, 1)}
+    return {"seconds": round(seconds, 1), "decoded_tokens": sum(decoded), "tokens_per_s": round(sum(decoded) / seconds, 1),
+            "prompt_tokens_computed": sampler.cache.misses, "prompt_tokens_cached": sampler.cache.hits}  # fmt: skip
+
+
+class CachedAtReplyEnd(Sampler):
+    """The reference engine that caches a prompt's keys and values only when its reply ends."""
+
+    def _prefilled(self, waiting, later):
+        return super()._prefilled(waiting, later=[])
 
 
 def measure(engine: str) -> dict:
     """One engine's figures, in this process."""
     torch.set_num_threads(2)
     base = load_base_model(smollm2_folder(), ROOT / ".evalrl" / "bench-sampling-cache", device="cpu")
-    sampler = Sampler(Adapters(base, ROOT / ".evalrl" / f"bench-sampling-{engine}"), mode="throughput")
+    engine_class = CachedAtReplyEnd if engine == "reply-end-cache" else Sampler
+    sampler = engine_class(Adapters(base, ROOT / ".evalrl" / f"bench-sampling-{engine}"), mode="throughput")
     if engine == "static":
         sampler._admit = lambda room: []  # the reference: a batch decodes to its end before the next one forms
     return traffic(sampler)
@@ -77,13 +88,16 @@ def in_own_process(engine: str) -> dict:
 
 
 def main():
-    reference, ours = in_own_process("static"), in_own_process("continuous")
+    reference, reply_end, ours = in_own_process("static"), in_own_process("reply-end-cache"), in_own_process("continuous")
     speedup = reference["seconds"] / ours["seconds"]
+    prefix_speedup = reply_end["seconds"] / ours["seconds"]
     print(f"bench/sampling: {EPISODES} episodes × {TURNS} turns: continuous batching {ours['seconds']} s "
-          f"({ours['tokens_per_s']} tokens/s), static batches {reference['seconds']} s "
-          f"({reference['tokens_per_s']} tokens/s) (×{speedup:.2f})")  # fmt: skip
+          f"({ours['tokens_per_s']} tokens/s, {ours['prompt_tokens_computed']} prompt tokens computed), "
+          f"static batches {reference['seconds']} s (×{speedup:.2f}), prompts cached only at their reply's end "
+          f"{reply_end['seconds']} s ({reply_end['prompt_tokens_computed']} computed) (×{prefix_speedup:.2f})")  # fmt: skip
     result = {"model": "SmolLM2-135M-Instruct, fp32, 2 CPU threads, max batch 8", "episodes": EPISODES, "turns": TURNS,
-              "continuous": ours, "static": reference, "speedup": round(speedup, 3), "torch": torch.__version__,
+              "continuous": ours, "static": reference, "reply_end_cache": reply_end, "speedup": round(speedup, 3),
+              "speedup_vs_reply_end_cache": round(prefix_speedup, 3), "torch": torch.__version__,
               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
     (ROOT / "bench" / "results" / "sampling.json").write_text(json.dumps(result, indent=2) + "\n")
 
