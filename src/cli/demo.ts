@@ -97,7 +97,8 @@ export function registerDemoCommand(program: Command) {
           console.log(
             `  model server sampling: prefill ${sampling.prefill_s} s (${sampling.prompt_tokens_computed} prompt ` +
               `tokens computed, ${sampling.prompt_tokens_cached} from the prefix cache), ` +
-              `decoding ${sampling.decode_s} s (${sampling.decoded_tokens} tokens)`,
+              `decoding ${sampling.decode_s} s (${sampling.decoded_tokens} tokens), ` +
+              `${sampling.shared_samples} samples shared by equal requests`,
           );
         console.log(`  wall time: ${wallSeconds} s`);
         if (opts.out)

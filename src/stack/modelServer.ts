@@ -92,16 +92,23 @@ export function resetModelServerPeak(config: Config): boolean {
 }
 
 const usageSchema = z.object({
-  sampling: z.object({ prefill_s: z.number(), decode_s: z.number(), decoded_tokens: z.number() }),
+  sampling: z.object({
+    prefill_s: z.number(),
+    decode_s: z.number(),
+    decoded_tokens: z.number(),
+    shared_samples: z.number(),
+  }),
   prefix_cache: z.object({ hit_tokens: z.number(), computed_tokens: z.number() }),
 });
 type ServerUsage = z.infer<typeof usageSchema>;
 
-/** Where a job's sampling time went: prefill and decoding, and the prompt tokens the prefix cache served. */
+/** Where a job's sampling time went: prefill and decoding, the prompt tokens the prefix cache served, and the
+ * seeded samples answered from an equal request (equal adapter weights, prompt and seed) instead of computed. */
 export interface SamplingUsage {
   prefill_s: number;
   decode_s: number;
   decoded_tokens: number;
+  shared_samples: number;
   prompt_tokens_cached: number;
   prompt_tokens_computed: number;
 }
@@ -119,6 +126,7 @@ export function samplingUsageBetween(before: ServerUsage | null, after: ServerUs
     prefill_s: since(after.sampling.prefill_s, before?.sampling.prefill_s),
     decode_s: since(after.sampling.decode_s, before?.sampling.decode_s),
     decoded_tokens: since(after.sampling.decoded_tokens, before?.sampling.decoded_tokens),
+    shared_samples: since(after.sampling.shared_samples, before?.sampling.shared_samples),
     prompt_tokens_cached: since(after.prefix_cache.hit_tokens, before?.prefix_cache.hit_tokens),
     prompt_tokens_computed: since(after.prefix_cache.computed_tokens, before?.prefix_cache.computed_tokens),
   };

@@ -60,7 +60,8 @@ class Adapters:
         self.trained: dict[str, int] = {}  # trainable adapter → latest checkpointed step
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.loaded: set[str] = set()  # read-only adapters (checkpoints, vLLM-style loads)
-        self.revisions: dict[str, int] = {}  # bumped whenever an adapter's weights change (prefix caches key on it)
+        self.revisions: dict[str, int] = {}  # bumped whenever an adapter's weights change
+        self.fingerprints: dict[str, tuple[int, str]] = {}  # adapter → (revision, digest of its weights)
         self.lock = WeightsLock()  # one user of the weights at a time: a sampling batch or a train step
 
     # --- lookup -----------------------------------------------------------------------------------------
@@ -104,6 +105,31 @@ class Adapters:
 
     def changed(self, name: str) -> None:
         self.revisions[name] = self.revisions.get(name, 0) + 1
+
+    def fingerprint(self, name: str | None) -> str | None:
+        """A digest of what an adapter computes (its LoRA weights and scaling; None: the base model). Two runs
+        that start from one checkpoint hold equal adapters under two names: the sampler treats them as one
+        (prefix cache, batches, seeded samples). Call with the lock held: weights change only under it."""
+        if name is None:
+            return None
+        revision = self.revision(name)
+        known = self.fingerprints.get(name)
+        if known is None or known[0] != revision:
+            config = self.peft.peft_config[name]
+            digest = hashlib.sha256(f"{config.lora_alpha}:{config.use_rslora}".encode())
+            for n, p in self.peft.named_parameters():
+                if f".{name}." in n and "lora_" in n:
+                    digest.update(n.replace(f".{name}.", ".").encode())
+                    digest.update(p.detach().float().cpu().numpy().tobytes())
+            known = self.fingerprints[name] = (revision, digest.hexdigest())
+        return known[1]
+
+    def representative(self, name: str | None) -> str | None:
+        """The first resident adapter (by name) with `name`'s weights: a batch of equal adapters runs as one."""
+        if name is None:
+            return None
+        mine = self.fingerprint(name)
+        return next(other for other in self.names() if self.fingerprint(other) == mine)
 
     # --- trainable adapters -----------------------------------------------------------------------------
     def create(self, name: str, settings: LoraSettings) -> None:

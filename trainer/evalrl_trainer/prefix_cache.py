@@ -2,7 +2,8 @@
 
 An agent's turn t + 1 resends turn t's prompt and reply, and every episode starts with the same instructions
 and tool listing: without a cache, prefill — a forward pass over the whole prompt — costs the CPU server most
-of its sampling time. Entries are per (adapter, revision): once an adapter trains, its old entries never match.
+of its sampling time. Entries are per adapter weights (their fingerprint): once an adapter trains, its old
+entries never match, and adapters with equal weights share theirs.
 Least recently used entries go first when the budget is exceeded.
 """
 from collections import OrderedDict
@@ -28,8 +29,8 @@ class PrefixCache:
         self.hits = 0  # prompt tokens served from the cache
         self.misses = 0  # prompt tokens computed
 
-    def lookup(self, owner: tuple, prompt: list[int]) -> tuple[int, Layers | None]:
-        """The longest cached prefix of `prompt` for this (adapter, revision), at most all but its last token
+    def lookup(self, owner: str | None, prompt: list[int]) -> tuple[int, Layers | None]:
+        """The longest cached prefix of `prompt` for these adapter weights, at most all but its last token
         (the last position must be computed: sampling needs its logits)."""
         if self.budget <= 0 or len(prompt) < 2:
             return 0, None
@@ -48,7 +49,7 @@ class PrefixCache:
         self.entries.move_to_end(best_key)
         return best, [(k[:, :, :best], v[:, :, :best]) for k, v in self.entries[best_key].layers]
 
-    def store(self, owner: tuple, tokens: list[int], layers: Layers) -> None:
+    def store(self, owner: str | None, tokens: list[int], layers: Layers) -> None:
         if self.budget <= 0 or len(tokens) == 0:
             return
         size = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)

@@ -6,11 +6,15 @@ what waits joins the running batch between decoding steps, and a finished row an
 next turn does not wait for the longest reply of the batch it was in. Deterministic mode decodes one request
 at a time, so a seeded sample depends only on its adapter, prompt and seed — batched arithmetic is not
 batch-invariant. Logprobs are the model's own (temperature 1), the ones GRPO's importance ratio needs.
+
+Adapters with equal weights count as one (adapters.fingerprint): two runs started from one checkpoint with one
+seed ask for the same seeded samples, and each is computed once.
 """
 import os
 import queue
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -56,6 +60,9 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
+RECENT_SAMPLES = 1024  # seeded samples kept for an equal request that comes late (token ids only: small)
+
+
 class Sampler:
     def __init__(
         self, adapters: Adapters, mode: Mode = "throughput", max_batch: int = 8, gather_ms: float = 5.0, prefix_cache_mb: int = 256
@@ -71,7 +78,9 @@ class Sampler:
         self.eos_ids = self._eos_ids()
         self.queue: queue.Queue[tuple[SampleRequest, Future]] = queue.Queue()
         self.batches = 0
-        self.usage = {"prefill_s": 0.0, "decode_s": 0.0, "decoded_tokens": 0}  # where sampling time goes (/health)
+        self.usage = {"prefill_s": 0.0, "decode_s": 0.0, "decoded_tokens": 0, "shared_samples": 0}  # for /health
+        self.computing: dict[tuple, list[Future]] = {}  # a seeded request being computed → equal ones waiting on it
+        self.recent: OrderedDict[tuple, Sample] = OrderedDict()
         threading.Thread(target=self._loop, name="sampler", daemon=True).start()
 
     def submit(self, request: SampleRequest) -> Future:
@@ -120,6 +129,7 @@ class Sampler:
         try:
             while True:
                 started = time.monotonic()
+                waiting = self._not_computed_yet(waiting)
                 prefilled = [self._prefilled(w, later=[r for r, _ in waiting[i + 1 :]]) for i, w in enumerate(waiting)]
                 joining = [row for row in prefilled if row is not None]
                 if joining:
@@ -130,7 +140,7 @@ class Sampler:
                 started = time.monotonic()
                 for index, row in batch.sample_step(self._sample, self._stopped):
                     self._remember(row, batch, index)
-                    row.future.set_result(self._finish(row))
+                    self._answer(row.request, row.future, self._finish(row))
                     self.usage["decoded_tokens"] += len(row.token_ids)
                 batch.leave_finished()
                 if batch.rows:
@@ -141,7 +151,7 @@ class Sampler:
         except Exception as err:  # a failed batch fails its requests, never the engine
             for row in batch.rows + joining:
                 if not row.future.done():
-                    row.future.set_exception(err)
+                    self._answer(row.request, row.future, err)
 
     def _prefilled(self, waiting: tuple[SampleRequest, Future], later: list[SampleRequest]) -> Row | None:
         """A request ready to join the batch, or None when its prefill failed (that request alone fails)."""
@@ -149,12 +159,50 @@ class Sampler:
         try:
             logits, layers = self._prefill(request, self.adapters.base.device, later)
         except Exception as err:
-            future.set_exception(err)
+            self._answer(request, future, err)
             return None
         return Row(request, future, self._generator(request.seed, self.adapters.base.device), logits, layers)
 
-    def _owner(self, r: SampleRequest) -> tuple:
-        return r.adapter, self.adapters.revision(r.adapter)
+    def _owner(self, r: SampleRequest) -> str | None:
+        return self.adapters.fingerprint(r.adapter)
+
+    def _identity(self, r: SampleRequest) -> tuple | None:
+        """What determines a seeded request's sample (None: unseeded, every sample is new)."""
+        if r.seed is None:
+            return None
+        return (self._owner(r), tuple(r.prompt_ids), r.seed, r.max_tokens, r.temperature, r.top_p, tuple(r.stop), r.ignore_eos)
+
+    def _not_computed_yet(self, waiting: list[tuple[SampleRequest, Future]]) -> list[tuple[SampleRequest, Future]]:
+        """The requests to compute: a seeded request equal to one computed recently gets its sample, one equal to
+        a request being computed waits for it."""
+        todo = []
+        for request, future in waiting:
+            identity = self._identity(request)
+            if identity in self.recent:
+                self.recent.move_to_end(identity)
+                future.set_result(self.recent[identity])
+            elif identity in self.computing:
+                self.computing[identity].append(future)
+            else:
+                if identity is not None:
+                    self.computing[identity] = []
+                todo.append((request, future))
+                continue
+            self.usage["shared_samples"] += 1
+        return todo
+
+    def _answer(self, request: SampleRequest, future: Future, outcome: Sample | Exception) -> None:
+        """Answers a computed request and the equal requests that waited on it."""
+        identity = self._identity(request)
+        for f in [future] + self.computing.pop(identity, []):
+            if isinstance(outcome, Exception):
+                f.set_exception(outcome)
+            else:
+                f.set_result(outcome)
+        if identity is not None and not isinstance(outcome, Exception):
+            self.recent[identity] = outcome
+            while len(self.recent) > RECENT_SAMPLES:
+                self.recent.popitem(last=False)
 
     def _prefill(self, r: SampleRequest, device, later: list[SampleRequest] = ()) -> tuple[torch.Tensor, Layers]:
         """One request's prompt through the model from its longest cached prefix (each alone: no padding, no
@@ -190,8 +238,9 @@ class Sampler:
     @contextmanager
     def _adapters_for(self, adapters: list[str | None]):
         """A uniform batch runs its one adapter (or none) directly; only a mixed batch pays for PEFT's
-        per-layer split by adapter."""
+        per-layer split by adapter. Equal adapters count as one."""
         peft = self.adapters.peft
+        adapters = [self.adapters.representative(a) for a in adapters]
         if peft is None:
             yield self.adapters.base.model, {}
         elif all(a is None for a in adapters):

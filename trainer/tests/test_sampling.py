@@ -17,6 +17,7 @@ def test_deterministic_mode_gives_the_same_sample_alone_or_beside_others(tiny_ba
     sampler = Sampler(adapters, mode="deterministic")
     tok = tiny_base.tokenizer
     alone = sampler.submit(request(tok, "Who sent the lease email?", 42, adapter="policy")).result()
+    sampler = Sampler(adapters, mode="deterministic")  # a new engine: this one would answer from its recent samples
     others = [request(tok, f"A different and longer question number {i} about gas", 100 + i) for i in range(4)]
     futures = []
     threads = [threading.Thread(target=lambda r=r: futures.append(sampler.submit(r))) for r in others]
@@ -50,9 +51,10 @@ def test_seeded_samples_repeat_and_differ_by_seed(tiny_base, tmp_path):
     sampler = Sampler(Adapters(tiny_base, tmp_path), mode="deterministic")
     tok = tiny_base.tokenizer
     a = sampler.submit(request(tok, "hello", 1, max_tokens=16)).result()
-    b = sampler.submit(request(tok, "hello", 1, max_tokens=16)).result()
+    b = sampler.submit(request(tok, "hello", 1, max_tokens=17)).result()  # not the same request: computed again
     c = sampler.submit(request(tok, "hello", 2, max_tokens=16)).result()
-    assert a.token_ids == b.token_ids
+    assert sampler.usage["shared_samples"] == 0
+    assert b.token_ids[: len(a.token_ids)] == a.token_ids
     assert a.token_ids != c.token_ids
 
 
@@ -88,6 +90,8 @@ def test_requests_waiting_together_compute_their_shared_prefix_once(tiny_base, t
 
 
 def test_a_trained_adapter_never_reuses_keys_from_before_its_step(tiny_base, tmp_path):
+    import torch
+
     from evalrl_trainer.adapters import Adapters
     from evalrl_trainer.lora import LoraSettings
     from evalrl_trainer.sampler import SampleRequest, Sampler
@@ -97,7 +101,9 @@ def test_a_trained_adapter_never_reuses_keys_from_before_its_step(tiny_base, tmp
     sampler = Sampler(adapters, mode="throughput", prefix_cache_mb=64)
     request = SampleRequest(list(range(10, 40)), "policy", max_tokens=2, temperature=0)
     sampler.decode([request])
-    adapters.changed("policy")  # what a train step does
+    with torch.no_grad():  # what a train step does
+        adapters.trainable_parameters("policy")[0].add_(0.01)
+    adapters.changed("policy")
     hits = sampler.cache.hits
     sampler.decode([request])
     assert sampler.cache.hits == hits
@@ -222,3 +228,32 @@ def test_nothing_joins_a_batch_while_a_train_step_waits_for_the_weights(tiny_bas
     finally:
         hook.remove()
     assert max(rows) == 1  # the late request decoded alone, after the batch it found running
+
+
+def test_adapters_with_equal_weights_share_samples_cache_and_batches_until_one_trains(tiny_base, tmp_path):
+    """Two runs started from one checkpoint with one seed ask for the same samples under two adapter names."""
+    import torch
+
+    adapters = Adapters(tiny_base, tmp_path)
+    for name in ("run_a", "run_b"):
+        adapters.create(name, LoraSettings(rank=4, alpha=8, init_seed="7:policy"))
+    sampler = Sampler(adapters, mode="throughput", prefix_cache_mb=64)
+    prompt = list(range(10, 50))
+    asks = [SampleRequest(prompt, name, max_tokens=6, temperature=1.0, seed=3, ignore_eos=True) for name in ("run_a", "run_b")]
+    a, b = sampler.decode(asks)
+    assert a.token_ids == b.token_ids and len(a.token_ids) == 6
+    assert sampler.usage["shared_samples"] == 1 and sampler.cache.misses == 40
+    late = sampler.submit(SampleRequest(prompt, "run_b", max_tokens=6, temperature=1.0, seed=3, ignore_eos=True)).result()
+    assert late.token_ids == a.token_ids and sampler.usage["shared_samples"] == 2  # a recent sample, not recomputed
+    with adapters.lock, sampler._adapters_for(["run_a", "run_b"]) as (_, extra):
+        assert extra == {}  # one adapter's batch, not PEFT's split by adapter
+
+    with torch.no_grad():  # run_b trains
+        for p in adapters.trainable_parameters("run_b"):
+            p.add_(0.05)
+    adapters.changed("run_b")
+    moved = sampler.submit(SampleRequest(prompt, "run_b", max_tokens=6, temperature=1.0, seed=3, ignore_eos=True)).result()
+    assert sampler.usage["shared_samples"] == 2 and sampler.cache.misses == 80  # computed anew, prompt included
+    assert moved.logprobs != a.logprobs
+    with adapters.lock, sampler._adapters_for(["run_a", "run_b"]) as (_, extra):
+        assert extra == {"adapter_names": ["run_a", "run_b"]}
