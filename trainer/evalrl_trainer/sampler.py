@@ -25,7 +25,6 @@ from transformers import DynamicCache
 
 from .adapters import Adapters
 from .decode_batch import Batch, Row
-from .mixed_lora import MixedLora
 from .prefix_cache import Layers, PrefixCache
 
 Mode = Literal["throughput", "deterministic"]
@@ -82,7 +81,6 @@ class Sampler:
         self.usage = {"prefill_s": 0.0, "decode_s": 0.0, "decoded_tokens": 0, "shared_samples": 0}  # for /health
         self.computing: dict[tuple, list[Future]] = {}  # a seeded request being computed → equal ones waiting on it
         self.recent: OrderedDict[tuple, Sample] = OrderedDict()
-        self.mixed = MixedLora()
         threading.Thread(target=self._loop, name="sampler", daemon=True).start()
 
     def submit(self, request: SampleRequest) -> Future:
@@ -240,7 +238,7 @@ class Sampler:
     @contextmanager
     def _adapters_for(self, adapters: list[str | None]):
         """A uniform batch runs its one adapter (or none) directly; only a mixed batch pays for PEFT's
-        per-layer split by adapter (mixed_lora.py). Equal adapters count as one."""
+        per-layer split by adapter. Equal adapters count as one."""
         peft = self.adapters.peft
         adapters = [self.adapters.representative(a) for a in adapters]
         if peft is None:
@@ -255,9 +253,6 @@ class Sampler:
                 yield peft, {}
             finally:
                 peft.base_model.set_adapter(previous)
-        elif self.mixed.supports(peft):
-            with self.mixed.rows(peft, adapters):
-                yield peft, {}
         else:
             yield peft, {"adapter_names": [a if a is not None else "__base__" for a in adapters]}
 
