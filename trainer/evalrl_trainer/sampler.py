@@ -167,8 +167,9 @@ class Sampler:
         return self.adapters.fingerprint(r.adapter)
 
     def _identity(self, r: SampleRequest) -> tuple | None:
-        """What determines a seeded request's sample (None: unseeded, every sample is new)."""
-        if r.seed is None:
+        """What determines a seeded request's sample (None: unseeded, every sample is new; or its adapter was
+        unloaded while it waited, and its prefill fails it alone)."""
+        if r.seed is None or (r.adapter is not None and r.adapter not in self.adapters.names()):
             return None
         return (self._owner(r), tuple(r.prompt_ids), r.seed, r.max_tokens, r.temperature, r.top_p, tuple(r.stop), r.ignore_eos)
 

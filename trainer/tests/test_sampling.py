@@ -257,3 +257,19 @@ def test_adapters_with_equal_weights_share_samples_cache_and_batches_until_one_t
     assert moved.logprobs != a.logprobs
     with adapters.lock, sampler._adapters_for(["run_a", "run_b"]) as (_, extra):
         assert extra == {"adapter_names": ["run_a", "run_b"]}
+
+
+def test_a_request_whose_adapter_was_unloaded_while_it_waited_fails_alone(tiny_base, tmp_path):
+    """A sampling host that follows a trainer evicts old step adapters while requests for them may wait."""
+    from evalrl_trainer import checkpoints
+
+    adapters = Adapters(tiny_base, tmp_path)
+    adapters.create("policy", LoraSettings(rank=4, alpha=8))
+    adapters.load_external("policy@step-0", checkpoints.adapter_weights_path(tmp_path, "policy", 0))
+    sampler = Sampler(adapters, mode="throughput", gather_ms=200)
+    with adapters.lock:  # both wait in the queue while the step adapter goes
+        gone = sampler.submit(SampleRequest(list(range(10, 30)), "policy@step-0", max_tokens=3, seed=1))
+        kept = sampler.submit(SampleRequest(list(range(10, 30)), "policy", max_tokens=3, seed=1))
+        adapters.unload("policy@step-0")
+    assert len(kept.result(timeout=60).token_ids) > 0
+    assert gone.exception(timeout=60) is not None
