@@ -55,9 +55,10 @@ const stageEnded = (s: StageStatus | undefined) =>
   s?.phase === 'done' || s?.phase === 'cancelled' || s?.phase === 'failed';
 
 /**
- * A training run: the policy's warm start → the reward model's labelled data → the judge's warm start →
- * baseline evaluations → the reward model's GRPO stage → the policy's GRPO stage, judged by the reward model
- * it just trained; each stage's last held-out evaluation runs beside what follows it. Each part is optional in the spec. A phase
+ * A training run: the policy's warm start → the reward model's labelled data (the base policy's evaluation
+ * beside it) → the judge's warm start → the untrained judge's evaluation → the reward model's GRPO stage → the
+ * policy's GRPO stage, judged by the reward model it just trained; each stage's last held-out evaluation runs
+ * beside what follows it. Each part is optional in the spec. A phase
  * that fails after its retries does not fail the run: the run waits in `blocked` until `retry` (optionally
  * with new hyperparameters) or `cancel`. Its history grows with its stages' progress reports, so it continues
  * as new when it is long, even in the middle of a stage: the stage workflow runs on (it is abandoned, not
@@ -93,6 +94,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
   let retryAsked = false;
   const child = () => (status.stageWorkflowId ? getExternalWorkflowHandle(status.stageWorkflowId) : null);
   const enabled = STAGE_NAMES.filter((s) => spec.stages[s].enabled);
+  const needsCandidates = spec.stages.rewardModel.enabled || spec.stages.judgeWarmStart.enabled;
   // What follows a stage needs only the weights it ends with, so its last held-out evaluation runs beside the
   // phases after it and is awaited at the run's end (histories recorded before these patches evaluated it
   // inside the stage): the warm starts' beside the data, the baseline and the GRPO stages, the trained
@@ -108,6 +110,11 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
     policy: false,
   };
   const evaluationsBeside: Partial<Record<StageName, Promise<boolean>>> = {};
+  // The base policy's evaluation needs no trained weights: it samples beside the data's episodes, whose
+  // batches have room for it (histories recorded before this patch evaluated it in the baseline phase).
+  const baselineBesideData =
+    needsCandidates && spec.evaluation.baseline && patched('baseline-evaluated-beside-data');
+  let baselineEarly: Promise<boolean> | undefined;
 
   setHandler(runStatusQuery, () => ({ ...status, etaSeconds: eta(spec, status) }));
   setHandler(pauseSignal, async () => {
@@ -267,7 +274,6 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
     return continueAsNew<typeof trainingRun>({ ...input, carried: state });
   }
 
-  const needsCandidates = spec.stages.rewardModel.enabled || spec.stages.judgeWarmStart.enabled;
   const data = spec.rewardModelData;
   const candidateModels = [
     'base',
@@ -352,13 +358,23 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
   const ok =
     (await stage('policyWarmStart')()) &&
     (!needsCandidates ||
-      (await guarded('prepare', () =>
-        Promise.all([candidates('train', data.trainQuestions), candidates('test', data.testQuestions)]),
-      ))) &&
+      (await guarded('prepare', () => {
+        if (baselineBesideData)
+          baselineEarly ??= evaluate('policy:base', 'policy', 'base').then(
+            () => true,
+            () => false,
+          );
+        return Promise.all([
+          candidates('train', data.trainQuestions),
+          candidates('test', data.testQuestions),
+        ]);
+      }))) &&
     (await stage('judgeWarmStart')()) &&
     (await tellParentWarmStartsDone()) &&
     (await guarded('baseline', async () => {
-      if (spec.evaluation.baseline) await evaluate('policy:base', 'policy', 'base');
+      // Tried again here when its early try failed.
+      if (spec.evaluation.baseline && !(await (baselineEarly ?? false)))
+        await evaluate('policy:base', 'policy', 'base');
       if (spec.stages.rewardModel.enabled && !spec.stages.judgeWarmStart.enabled)
         await evaluate('rewardModel:untrained', 'rewardModel', untrainedJudge(spec));
     })) &&
