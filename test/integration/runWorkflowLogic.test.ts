@@ -239,6 +239,9 @@ it('with warm starts: policy warm start → data → judge warm start → baseli
           e.childWorkflowExecutionStartedEventAttributes?.workflowExecution?.workflowId ===
           `logic-warm/${stage}`,
       );
+    // The base policy's evaluation needs no trained weights: it samples beside the data, before the judge's warm start.
+    expect(evaluation('policy:base')).toBeGreaterThan(started('policyWarmStart'));
+    expect(evaluation('policy:base')).toBeLessThan(started('judgeWarmStart'));
     for (const [stage, next] of [
       ['policyWarmStart', 'judgeWarmStart'],
       ['judgeWarmStart', 'rewardModel'],
@@ -248,6 +251,23 @@ it('with warm starts: policy warm start → data → judge warm start → baseli
       expect(evaluation(`${stage}:step-2`)).toBeGreaterThan(started(stage));
       expect(evaluation(`${stage}:step-2`)).toBeLessThan(started(next));
     }
+  });
+});
+
+it('a base evaluation that failed beside the data is tried again in the baseline phase', async () => {
+  const fakes = fakeActivities();
+  const evaluate = fakes.rollout.evaluate!;
+  let baseTries = 0;
+  fakes.rollout.evaluate = async (i) => {
+    if (i.label === 'policy:base' && baseTries++ === 0)
+      throw ApplicationFailure.nonRetryable('the model server went away', 'ModelServerError');
+    return evaluate(i);
+  };
+  await withFakeWorkers(fakes, async () => {
+    const result = await (await start('base-retry')).result();
+    expect(result.state).toBe('done');
+    expect(baseTries).toBe(2);
+    expect(result.evaluations.map((e) => e.label)).toContain('policy:base');
   });
 });
 
