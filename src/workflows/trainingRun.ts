@@ -51,6 +51,12 @@ import { grpoStage } from './grpoStage';
 import { activityProxies } from './proxies';
 
 const isStage = (phase: RunPhase): phase is StageName => (STAGE_NAMES as readonly string[]).includes(phase);
+/** Whether work started early succeeded: its phase awaits it and, when it failed, does it again, guarded. */
+const succeeded = (work: Promise<unknown>) =>
+  work.then(
+    () => true,
+    () => false,
+  );
 const stageEnded = (s: StageStatus | undefined) =>
   s?.phase === 'done' || s?.phase === 'cancelled' || s?.phase === 'failed';
 
@@ -332,11 +338,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
     await condition(() => !paused || cancelled);
     if (cancelled) return false;
     const phase: RunPhase = `${name}Evaluation`;
-    if (!completed.includes(phase))
-      evaluationsBeside[name] = evaluateStageEnd(name).then(
-        () => true,
-        () => false,
-      );
+    if (!completed.includes(phase)) evaluationsBeside[name] = succeeded(evaluateStageEnd(name));
     return true;
   }
 
@@ -359,11 +361,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
     (await stage('policyWarmStart')()) &&
     (!needsCandidates ||
       (await guarded('prepare', () => {
-        if (baselineBesideData)
-          baselineEarly ??= evaluate('policy:base', 'policy', 'base').then(
-            () => true,
-            () => false,
-          );
+        if (baselineBesideData) baselineEarly ??= succeeded(evaluate('policy:base', 'policy', 'base'));
         return Promise.all([
           candidates('train', data.trainQuestions),
           candidates('test', data.testQuestions),
