@@ -21,6 +21,7 @@ import { up } from '../stack/stack';
 import { createStore } from '../store';
 import { createWorkers, runWorkersUntil, WORKER_QUEUES } from '../workers/start';
 import { ladderTable } from './experimentCommand';
+import { openRunsWarning } from './runFormat';
 import { watchRun } from './watchRun';
 
 /**
@@ -67,6 +68,7 @@ export function registerDemoCommand(program: Command) {
       const workers = await createWorkers(config, pool, WORKER_QUEUES);
       const runs = await RunClient.connect(config);
       try {
+        for (const line of openRunsWarning(await runs.list())) console.log(line);
         const ladder = await runs.startLadder(spec);
         console.log(
           `experiment ${ladder.experimentId}: the ladder of ${path.relative(process.cwd(), opts.spec) || opts.spec}, two runs`,

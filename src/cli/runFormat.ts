@@ -1,4 +1,5 @@
 import type { RunStatus } from '../contract';
+import type { RunSummary } from '../runs/runClient';
 import { describeFlag, type HealthFlag } from '../runs/health';
 
 const TICKS = '▁▂▃▄▅▆▇█';
@@ -49,4 +50,20 @@ export function describeRun(s: RunStatus, flags: HealthFlag[] = []): string[] {
   if (ckpt.length) lines.push(`  checkpoints: ${ckpt.join(', ')}`);
   for (const f of flags) lines.push(`  ! ${describeFlag(f)}`);
   return lines;
+}
+
+/**
+ * Runs still open on the stack, which a new job would run beside (a killed `demo` leaves its runs open: they
+ * are durable, and the next job's workers pick them up and share the model server with them).
+ */
+export function openRunsWarning(runs: RunSummary[]): string[] {
+  const open = runs.filter((r) => r.workflowStatus === 'RUNNING');
+  if (open.length === 0) return [];
+  return [
+    `! ${open.length} run(s) of an earlier job are still open on this stack; they will resume beside this one and share its model server:`,
+    ...open.map(
+      (r) => `    ${r.runId}  ${r.state}, ${r.stage ?? '–'} step ${r.step ?? '–'}, started ${r.startedAt}`,
+    ),
+    '  end them with `evalrl run cancel RUN_ID` (or let them finish; `evalrl run list` shows them)',
+  ];
 }

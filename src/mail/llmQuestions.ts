@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { z } from 'zod';
-import type { Question } from './question';
+import { givesAwayAnswer, type Question } from './question';
 import type { InboxEmail } from './templateQuestions';
 
 const replySchema = z.object({
@@ -56,8 +56,9 @@ export interface QuestionBatch {
 }
 
 /**
- * Parses a teacher's reply. Items that are malformed, or cite ids not in the batch, are dropped (counted), so a
- * sloppy reply costs questions, not the run; items rated below `minRealism` are left out (counted).
+ * Parses a teacher's reply. Items that are malformed, cite ids not in the batch or state their own answer are
+ * dropped (counted), so a sloppy reply costs questions, not the run; items rated below `minRealism` are left
+ * out (counted).
  */
 export function parseQuestionReply(
   reply: string,
@@ -78,7 +79,7 @@ export function parseQuestionReply(
   let unrealistic = 0;
   for (const item of parsed.questions) {
     const cited = item.message_ids.map((id) => byId.get(id));
-    if (cited.some((e) => e === undefined)) continue;
+    if (cited.some((e) => e === undefined) || givesAwayAnswer(item)) continue;
     if (item.how_realistic < minRealism) {
       unrealistic++;
       continue;

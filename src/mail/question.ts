@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { checkAnswer } from '../reward/answerMatch';
 
 export const questionSchema = z.object({
   question: z.string().min(8),
@@ -18,6 +19,14 @@ export function questionId(q: Pick<Question, 'source' | 'inbox' | 'question' | '
   const key = [q.source, q.inbox, q.question, ...[...q.messageIds].sort()].join('\u0000');
   return createHash('sha256').update(key).digest('hex').slice(0, 24);
 }
+
+/**
+ * A question that states its own answer, as the grader reads it ("What date is given in the email Jane sent me
+ * on 2001-11-20?" → "November 20, 2001"): an agent that echoes the question is graded right without finding
+ * anything, so the question measures nothing and teaches guessing.
+ */
+export const givesAwayAnswer = (q: Pick<Question, 'question' | 'answer'>) =>
+  checkAnswer(q.question, q.answer).correct;
 
 /**
  * Whole inboxes go to one split, so test questions are asked over mailboxes the policy never trained on.

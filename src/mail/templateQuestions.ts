@@ -1,4 +1,4 @@
-import type { Question } from './question';
+import { givesAwayAnswer, type Question } from './question';
 
 /** The fields of one mailbox email that the templates read. */
 export interface InboxEmail {
@@ -23,7 +23,8 @@ const normalise = (s: string) => s.replace(/\s+/g, ' ').trim();
  * of its subject's rarer words (a paraphrase: no quote to paste into a search), or by its sender and day; and
  * a body fact names the email it is in (who sent the email that mentions $X?). A question is made only where
  * its answer is unambiguous in that mailbox: copies of one email (same subject, sender and minute) count as
- * one, and their ids are all gold. The question is asked a week after the email, so the mail is visible.
+ * one, and their ids are all gold; and only where the question does not state it (givesAwayAnswer). The
+ * question is asked a week after the email, so the mail is visible.
  */
 export function templateQuestions(
   inbox: string,
@@ -32,7 +33,8 @@ export function templateQuestions(
 ): Question[] {
   const bySubject = groupBy(emails, (e) => normalise(e.subject).toLowerCase());
   const questions: Question[] = [];
-  const ask = (template: string, question: string, answer: string, group: InboxEmail[]) =>
+  const ask = (template: string, question: string, answer: string, group: InboxEmail[]) => {
+    if (givesAwayAnswer({ question, answer })) return;
     questions.push({
       question,
       answer,
@@ -41,6 +43,7 @@ export function templateQuestions(
       queryDate: new Date(group[0].date.getTime() + 7 * DAY_MS),
       source: `template:${template}`,
     });
+  };
 
   // One email's facts, asked about under one of its names; `variant` tells the names apart in `source`.
   const askAbout = (

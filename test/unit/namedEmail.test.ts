@@ -140,4 +140,18 @@ describe('answer_in_cited_email: the field a question asks for', () => {
     // A question of no template's phrasing may be answered from any field.
     expect((await check('Which address did the gas contract go to?', 'owner@enron.com')).passed).toBe(true);
   });
+
+  it('fails an episode that never answered critically, and leaves an honest "I don\'t know" to the judge', async () => {
+    const facts = (answer: string | null) => episodeFacts({ answer, sources: [], ending: 'malformed' });
+    const run = (answer: string | null) =>
+      runVerifier('answer_in_cited_email', {
+        mailbox: inbox,
+        scope: { inbox: 'owner-a' },
+        question: 'Who sent me the email about quarterly gas?',
+        reference: null,
+        facts: facts(answer),
+      });
+    expect(await run(null)).toMatchObject({ passed: false, critical: true, detail: 'no answer given' });
+    expect(await run("I don't know")).toMatchObject({ passed: false, critical: false });
+  });
 });

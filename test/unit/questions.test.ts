@@ -1,4 +1,4 @@
-import { questionId, splitInboxes } from '../../src/mail/question';
+import { givesAwayAnswer, questionId, splitInboxes } from '../../src/mail/question';
 import { parseQuestionReply } from '../../src/mail/llmQuestions';
 import { templateQuestions, type InboxEmail } from '../../src/mail/templateQuestions';
 
@@ -81,6 +81,39 @@ describe('templateQuestions', () => {
     // Three-word subjects leave no shorter paraphrase, and a short subject is never paraphrased.
     const short = templateQuestions('a', null, [email({ subject: 'Gas contract' })]);
     expect(short.filter((q) => q.source.endsWith('_topic'))).toEqual([]);
+  });
+});
+
+describe('givesAwayAnswer', () => {
+  it('refuses questions that state their answer, in any date format or as the subject', () => {
+    const ask = (question: string, answer: string) => givesAwayAnswer({ question, answer });
+    expect(
+      ask('What date is given in the email jane@enron.com sent me on 2001-11-20?', 'November 20, 2001'),
+    ).toBe(true);
+    expect(
+      ask('On what date was the email "Headlines for Sunday, November 25, 2001" sent?', '2001-11-25'),
+    ).toBe(true);
+    expect(
+      ask('What date is given in the email jane@enron.com sent me on 2001-11-20?', 'November 6, 2001'),
+    ).toBe(false);
+    expect(ask('Who sent me the email that mentions $25.00?', 'calxa@aol.com')).toBe(false);
+    expect(ask('What dollar amount is mentioned in the email about the 2002 budget?', '$25.00')).toBe(false);
+  });
+
+  it("keeps the templates from asking them, and drops them from a teacher's reply", () => {
+    const sameDay = email({ body: 'Notice dated March 5, 2001: the contract starts soon.' });
+    const qs = templateQuestions('owner-a', 'owner@enron.com', [sameDay]);
+    expect(qs.filter((q) => q.source === 'template:stated_date')).toHaveLength(1);
+    expect(qs.filter((q) => q.source === 'template:stated_date_by_sender')).toEqual([]);
+    expect(qs.filter((q) => q.source === 'template:subject')).toHaveLength(1);
+    for (const q of qs) expect(givesAwayAnswer(q)).toBe(false);
+
+    const reply = `{"questions": [{"question": "What date is in the notice of 2001-03-05?", "answer": "March 5, 2001",
+      "message_ids": ["<m1@x>"], "how_realistic": 0.9}]}`;
+    expect(parseQuestionReply(reply, 'a', [sameDay], 'judge', 0.5)).toMatchObject({
+      questions: [],
+      dropped: 1,
+    });
   });
 });
 

@@ -1,5 +1,5 @@
 import { ladderTable } from '../../src/cli/experimentCommand';
-import { sparkline } from '../../src/cli/runFormat';
+import { openRunsWarning, sparkline } from '../../src/cli/runFormat';
 import { policyJudge, samplingModel, stageInput } from '../../src/grpo/stage';
 import { parseAssignments } from '../../src/hyperparameters';
 import { parseRunSpec } from '../../src/runSpec';
@@ -140,4 +140,21 @@ it('tells a run status from what it stored when no worker answers', () => {
   expect(status.stages.rewardModel?.latest).toEqual({ 'reward/mean': 0.4 });
   expect(status.checkpoints).toEqual({ 'p-warm': 2, rm: 1 });
   expect(status.best?.label).toBe('warm');
+});
+
+it('warns of runs an earlier job left open, and of nothing else', () => {
+  const run = (runId: string, workflowStatus: string) => ({
+    runId,
+    name: null,
+    state: workflowStatus === 'RUNNING' ? 'running' : 'done',
+    stage: 'policy',
+    step: 1,
+    startedAt: '2026-12-07T16:02:16.000Z',
+    workflowStatus,
+  });
+  expect(openRunsWarning([run('old/done', 'COMPLETED')])).toEqual([]);
+  const lines = openRunsWarning([run('old/trained-rm', 'RUNNING'), run('old/done', 'COMPLETED')]);
+  expect(lines[0]).toMatch(/^! 1 run\(s\) of an earlier job are still open/);
+  expect(lines[1]).toBe('    old/trained-rm  running, policy step 1, started 2026-12-07T16:02:16.000Z');
+  expect(lines[2]).toMatch(/evalrl run cancel RUN_ID/);
 });
