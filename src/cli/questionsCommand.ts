@@ -39,7 +39,7 @@ export function registerQuestionsCommand(program: Command) {
       });
       await pool.end();
       print(!!opts.json, report, () => [
-        `generated ${report.generated} questions (${report.inserted} new)${config.teacher ? `, teacher ${config.teacher.model} (${report.unrealistic} rated below ${minRealism} realism left out, ${report.dropped} malformed)` : ', templates only (no teacher configured)'}`,
+        `generated ${report.generated} questions (${report.inserted} new)${config.teacher ? `, teacher ${config.teacher.model} (${report.unrealistic} rated below ${minRealism} realism left out, ${report.dropped} dropped: malformed, citing unknown emails or stating their answer)` : ', templates only (no teacher configured)'}`,
         ...Object.entries(report.perInbox).map(
           ([inbox, n]) => `  ${inbox.padEnd(12)} ${String(n).padStart(5)}  ${report.splits[inbox]}`,
         ),
