@@ -16,6 +16,7 @@ node_modules/.evalrl-installed: package.json package-lock.json
 
 build: setup
 	npx tsc -p .
+	node dist/src/workers/bundleWorkflows.js
 
 lint: build
 	npx eslint --max-warnings 0 .

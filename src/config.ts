@@ -1,20 +1,13 @@
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import { ConfigError } from './configError';
+import { loadTemporalConfig, temporalEnvShape, type TemporalConfig } from './temporalConnection';
+import type { TeacherEndpoint } from './reward/teacherClient';
 
-/** Thrown when an environment variable is missing or malformed; names the variable and the reason. */
-export class ConfigError extends Error {
-  constructor(
-    readonly variable: string,
-    readonly reason: string,
-  ) {
-    super(`${variable}: ${reason}`);
-    this.name = 'ConfigError';
-  }
-}
+export { ConfigError };
 
 const port = z.coerce.number().int().min(1).max(65535);
-const hostPort = z.string().regex(/^[^:\s/]+:\d{1,5}$/, 'expected host:port, e.g. 127.0.0.1:7233');
 const httpUrl = z.url({ protocol: /^https?$/, error: 'expected an http(s) URL' });
 const postgresUrl = z.url({ protocol: /^postgres(ql)?$/, error: 'expected a postgres:// URL' });
 
@@ -23,11 +16,7 @@ const envSchema = z.object({
   EVALRL_DATA_DIR: z.string().min(1).default('.evalrl'),
   EVALRL_MAILDIR: z.string().min(1).default('../shared/data/enron/maildir'),
   EVALRL_VENV: z.string().min(1).default('.venv'),
-  TEMPORAL_ADDRESS: hostPort.optional(),
-  TEMPORAL_NAMESPACE: z
-    .string()
-    .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{1,254}$/, 'not a valid namespace name')
-    .default('evalrl'),
+  ...temporalEnvShape,
   EVALRL_TEMPORAL_PORT: port.default(7233),
   EVALRL_TEMPORAL_UI_PORT: port.default(8233),
   DATABASE_URL: postgresUrl.optional(),
@@ -43,6 +32,9 @@ const envSchema = z.object({
   EVALRL_TEACHER_URL: httpUrl.optional(),
   EVALRL_TEACHER_MODEL: z.string().min(1).optional(),
   EVALRL_TEACHER_API_KEY: z.string().min(1).optional(),
+  /** Unset: left out of requests, so the model's default applies (the only one reasoning models accept). */
+  EVALRL_TEACHER_TEMPERATURE: z.coerce.number().min(0).max(2).optional(),
+  EVALRL_TEACHER_MAX_COMPLETION_TOKENS: z.coerce.number().int().min(1).optional(),
   /** Names this machine's GPU task queue; one per host running a model server. */
   EVALRL_GPU_HOST: z
     .string()
@@ -56,19 +48,12 @@ export interface Config {
   dataDir: string;
   maildir: string;
   venv: string;
-  temporal: {
-    /** Set when TEMPORAL_ADDRESS names an external server; otherwise the local dev server is used. */
-    external: boolean;
-    address: string;
-    namespace: string;
-    port: number;
-    uiPort: number;
-  };
+  temporal: TemporalConfig;
   postgres: { external: boolean; url: string; port: number };
   modelServer: { url: string; token?: string };
   /** The sampling pool (EVALRL_SAMPLING_SERVERS); unset: rollouts and judgements sample on the model server. */
   samplingServers?: string[];
-  teacher?: { url: string; model: string; apiKey?: string };
+  teacher?: TeacherEndpoint;
   gpuHost: string;
 }
 
@@ -78,7 +63,9 @@ const LOCAL_PG_DATABASE = 'evalrl';
 /** Reads and validates the environment; throws ConfigError naming the first bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const present = Object.fromEntries(
-    Object.entries(env).filter(([, value]) => value !== undefined && value !== ''),
+    Object.entries(env).filter(
+      (entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== '',
+    ),
   );
   const parsed = envSchema.safeParse(present);
   if (!parsed.success) {
@@ -94,13 +81,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir,
     maildir: path.resolve(e.EVALRL_MAILDIR),
     venv: path.resolve(e.EVALRL_VENV),
-    temporal: {
-      external: e.TEMPORAL_ADDRESS !== undefined,
-      address: e.TEMPORAL_ADDRESS ?? `127.0.0.1:${e.EVALRL_TEMPORAL_PORT}`,
-      namespace: e.TEMPORAL_NAMESPACE,
+    temporal: loadTemporalConfig(present, {
       port: e.EVALRL_TEMPORAL_PORT,
       uiPort: e.EVALRL_TEMPORAL_UI_PORT,
-    },
+    }),
     postgres: {
       external: e.DATABASE_URL !== undefined,
       url: e.DATABASE_URL ?? `postgres://${LOCAL_PG_USER}@127.0.0.1:${e.EVALRL_PG_PORT}/${LOCAL_PG_DATABASE}`,
@@ -109,7 +93,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     modelServer: { url: e.EVALRL_MODEL_SERVER_URL, token: e.EVALRL_MODEL_SERVER_TOKEN },
     samplingServers: e.EVALRL_SAMPLING_SERVERS,
     teacher: e.EVALRL_TEACHER_URL
-      ? { url: e.EVALRL_TEACHER_URL, model: e.EVALRL_TEACHER_MODEL!, apiKey: e.EVALRL_TEACHER_API_KEY }
+      ? {
+          url: e.EVALRL_TEACHER_URL,
+          model: e.EVALRL_TEACHER_MODEL!,
+          apiKey: e.EVALRL_TEACHER_API_KEY,
+          temperature: e.EVALRL_TEACHER_TEMPERATURE,
+          maxCompletionTokens: e.EVALRL_TEACHER_MAX_COMPLETION_TOKENS,
+        }
       : undefined,
     gpuHost: e.EVALRL_GPU_HOST ?? os.hostname().replace(/[^A-Za-z0-9._-]/g, '-'),
   };

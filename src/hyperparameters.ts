@@ -14,6 +14,12 @@ const bounds = {
   kl_coef: z.number().min(0).max(10),
   max_grad_norm: z.number().gt(0).max(1000),
   loss_aggregation: z.enum(['token-mean', 'dr-grpo']),
+  /**
+   * Truncated importance sampling (verl's rollout IS): each token's loss weighted by min(π_trainer / π_sampler,
+   * cap), the trainer's own logprobs as the ratio's old policy. For a sampler that is another engine (vLLM);
+   * 0: off (the sampler's logprobs are the old policy).
+   */
+  tis_imp_ratio_cap: z.number().min(0).max(100),
 };
 
 export const hyperparametersSchema = z.strictObject({
@@ -23,6 +29,7 @@ export const hyperparametersSchema = z.strictObject({
   kl_coef: bounds.kl_coef.default(0),
   max_grad_norm: bounds.max_grad_norm.default(1),
   loss_aggregation: bounds.loss_aggregation.default('token-mean'),
+  tis_imp_ratio_cap: bounds.tis_imp_ratio_cap.default(0),
 });
 export type Hyperparameters = z.infer<typeof hyperparametersSchema>;
 

@@ -52,7 +52,7 @@ export const runSpecSchema = z.strictObject({
   /** The policy agent's episodes. */
   sampling: z
     .strictObject({
-      temperature: z.number().min(0).max(5).default(1),
+      temperature: z.number().min(0).max(2).default(1), // vLLM refuses more than 2
       topP: z.number().gt(0).max(1).default(1),
       maxTurns: z.number().int().min(1).default(6),
       maxTokensPerTurn: z.number().int().min(16).default(256),
@@ -74,10 +74,10 @@ export const runSpecSchema = z.strictObject({
       maxTurns: z.number().int().min(1).default(8),
       maxTokensPerTurn: z.number().int().min(16).default(192),
       /** How the reward-model stage samples its groups of judgements: GRPO learns from their variety. */
-      temperature: z.number().min(0).max(5).default(1),
+      temperature: z.number().min(0).max(2).default(1), // vLLM refuses more than 2
       /** How the judge samples when it scores: the policy's episodes and the held-out evaluations
        * (default: `temperature`). 0 makes the reward a function of the episode, not of the judge's luck. */
-      scoringTemperature: z.number().min(0).max(5).optional(),
+      scoringTemperature: z.number().min(0).max(2).optional(),
       retries: z.number().int().min(0).default(2),
       /** The policy's reward = deterministic part + weight × the judge's score. */
       weight: z.number().min(0).default(1),
@@ -85,6 +85,12 @@ export const runSpecSchema = z.strictObject({
       model: z.string().min(1).optional(),
     })
     .prefault({}),
+  /**
+   * Qwen3's thinking, for the policy and the judge: every request sends `chat_template_kwargs.enable_thinking`.
+   * Absent: off (Qwen3 thinks unless told not to). Given: on, and each turn may sample `budgetTokens` more than
+   * its `maxTokensPerTurn`, room for the reasoning before the answer.
+   */
+  thinking: z.strictObject({ budgetTokens: z.number().int().min(1) }).optional(),
   /** The policy's reward: graded against the gold answer, or only its reference-free part + the judge. */
   reward: z.enum(['gold', 'reference-free']).default('reference-free'),
   rewardWeights: rewardWeightsSchema.prefault({}),

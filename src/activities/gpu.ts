@@ -31,7 +31,11 @@ export function createGpuActivities(store: Store, modelServer: ModelServerClient
         for (const { sample, advantage } of input.advantages) {
           const turns = await store.episodes.sampledTurns(sample);
           if (!turns) throw new DataError(`${sample.kind} ${sample.id} not found`);
-          sequences.push(...trainingSequences(turns, advantage));
+          try {
+            sequences.push(...trainingSequences(turns, advantage));
+          } catch (err) {
+            throw new DataError(`${sample.kind} ${sample.id}: ${(err as Error).message}`);
+          }
         }
         // Without a KL term a zero-advantage sequence adds nothing to the gradient: it is not sent.
         const useful =

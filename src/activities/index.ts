@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import type pg from 'pg';
 import type { Config } from '../config';
 import { ModelServerClient } from '../modelServer/client';
-import { publishStep } from '../modelServer/publish';
+import { loadVersion, publishStep } from '../modelServer/publish';
 import { createSamplerPool } from '../modelServer/samplerPool';
 import { paths } from '../paths';
 import { loadSkills } from '../reward/skills';
@@ -19,7 +19,14 @@ export function createActivities(pool: pg.Pool, config: Config) {
   const { url, token } = config.modelServer;
   const store = createStore(pool);
   const modelServer = new ModelServerClient({ url, token });
-  const samplers = config.samplingServers && createSamplerPool(config.samplingServers, token);
+  // A sampler that restarted has forgotten the versions published to it: they are loaded again on demand.
+  const republish = async (url: string, model: string) => {
+    const [adapter, step] = model.split('@step-');
+    const checkpoint = await store.runs.adapterCheckpoint(adapter, Number(step));
+    if (checkpoint) await loadVersion(url, token, model, checkpoint);
+    return checkpoint !== undefined;
+  };
+  const samplers = config.samplingServers && createSamplerPool(config.samplingServers, { token, republish });
   const deps = {
     store,
     llm: new OpenAI({

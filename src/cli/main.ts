@@ -2,6 +2,7 @@
 import { Runtime } from '@temporalio/worker';
 import { Command } from 'commander';
 import { registerDemoCommand } from './demo';
+import { registerDeployCommands } from './deployCommands';
 import { registerEvalCommand } from './evalCommand';
 import { registerExperimentCommand } from './experimentCommand';
 import { registerIngestCommand } from './ingestCommand';
@@ -24,6 +25,7 @@ registerWorkerCommand(program);
 registerIngestCommand(program);
 registerQuestionsCommand(program);
 registerRunCommands(program);
+registerDeployCommands(program);
 registerEvalCommand(program);
 registerExperimentCommand(program);
 registerReportCommand(program);

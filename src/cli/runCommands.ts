@@ -7,6 +7,7 @@ import { createStore, type Store } from '../store';
 import { NoWorkerAnswered, RunClient } from '../runs/runClient';
 import { storedRunStatus } from '../runs/storedStatus';
 import { loadRunSpec, type RunSpec } from '../runSpec';
+import { refuseUnlessPreflightPasses } from './deployCommands';
 import { print } from './output';
 import { parseAssignments } from '../hyperparameters';
 import { describeRun } from './runFormat';
@@ -60,9 +61,12 @@ export function registerRunCommands(program: Command) {
     .description('validate a run spec (YAML or JSON) and start the run; prints its id and Temporal UI link')
     .option('--id <runId>', 'run id (default: the spec name, a timestamp and a random suffix)')
     .option('--json', 'machine-readable output')
-    .action(async (file: string, opts: { id?: string; json?: boolean }) => {
+    .option('--no-preflight', 'skip the deployment check a run on a sampling pool gets first')
+    .action(async (file: string, opts: { id?: string; json?: boolean; preflight: boolean }) => {
       const spec = loadRunSpec(file); // every bad field, by its path, before anything starts
       if (opts.id) await refuseAnotherRunsId(opts.id, spec);
+      // A production deployment (a sampling pool) is checked before anything starts; the local stack needs no check.
+      if (opts.preflight && loadConfig().samplingServers) await refuseUnlessPreflightPasses(file);
       await withRuns(async (runs) => {
         const runId = await runs.start(spec, opts.id);
         const ui = runs.uiLink(runId);

@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import type { ChatMessage, ToolCall } from '../modelServer/schemas';
+import { chatTemplateKwargs, sentBack } from './thinking';
 import type { Turn } from './trajectory';
 
 /** A tool in OpenAI's format. */
@@ -18,6 +19,8 @@ export interface LoopSettings {
   topP: number;
   /** Turn t samples with seed + t, so a replayed loop asks for the same samples. */
   seed?: number;
+  /** Qwen3's thinking (the chat template's `enable_thinking`); absent, as in stages started before it: off. */
+  thinking?: boolean;
   timeoutMs: number;
 }
 
@@ -67,6 +70,13 @@ interface SampledTokens {
   }[];
 }
 
+/**
+ * Sampling fields every request sends although they only say "no truncation, no penalty": a field a request
+ * leaves out, vLLM fills from the model's generation_config.json (Qwen3: top_k 20) while it returns the raw
+ * logprobs, and GRPO's ratio would then compare a truncated policy with an untruncated one.
+ */
+export const UNTRUNCATED = { top_k: 0, min_p: 0, repetition_penalty: 1 } as const; // top_k 0: vLLM's "all"
+
 const MALFORMED_IN_A_ROW = 2;
 const CHARS_PER_TOKEN = 3; // a cautious estimate for text the server has not tokenised yet
 const MIN_TURN_TOKENS = 16;
@@ -112,7 +122,9 @@ export async function agentLoop(
     unknownChars = 0;
     const content = choice.message.content ?? null;
     const calls = (choice.message.tool_calls ?? []).filter((c): c is ToolCall => c.type === 'function');
-    messages.push({ role: 'assistant', content, ...(calls.length ? { tool_calls: calls } : {}) });
+    messages.push(
+      sentBack({ role: 'assistant', content, ...(calls.length ? { tool_calls: calls } : {}) }, s),
+    );
     const t1 = Date.now();
     const record: Turn = {
       promptTokenIds: sampled.prompt_token_ids,
@@ -178,8 +190,10 @@ async function complete(
         top_p: s.topP,
         max_tokens: maxTokens,
         seed: s.seed === undefined ? undefined : s.seed + turn,
+        ...UNTRUNCATED,
         logprobs: true,
         ...{ return_token_ids: true }, // vLLM's: the prompt's and the sample's token ids, what training needs
+        ...{ chat_template_kwargs: chatTemplateKwargs(s) },
       },
       { timeout: s.timeoutMs, maxRetries: 0, signal },
     );

@@ -14,10 +14,11 @@ import type { Skill } from '../reward/skills';
 import { runVerifier, type VerifierResult } from '../reward/verifiers';
 import type { QuestionContext } from '../store/questions';
 import type { Mailbox, SearchArgs } from '../mail/search';
-import type { ToolSpec } from './agentLoop';
+import type { LoopSettings, ToolSpec } from './agentLoop';
 import { call, episodeStart, toolCall, type AgentSettings } from './emailAgent';
 import { MessageHandles, runEmailTool } from './emailTools';
 import type { EpisodeWithQuestion } from './episodes';
+import { chatTemplateKwargs, sentBack } from './thinking';
 import { initialFacts, type Trajectory, type Turn } from './trajectory';
 
 const STOP = new Set(
@@ -189,22 +190,33 @@ export async function judgeDemonstration(
 
 /**
  * The assistant turns of a demonstration as the sampler would have produced them: for each assistant
- * message, the prompt the server renders before it and the tokens up to the end of its turn. Each turn's
- * prompt extends the previous turn's prompt and reply, so the turns train as one sequence.
+ * message, the prompt the server renders before it and the tokens up to the end of its turn, in the sampler's
+ * thinking mode and with the history sent back as the agent loop sends it (Qwen3's prompt without thinking
+ * already holds the empty think block its closed turn renders, so the turn trains only what the model writes
+ * after it). Each turn's prompt extends the previous turn's prompt and reply, so the turns train as one
+ * sequence.
  */
 export async function demonstrationTurns(
   modelServer: ModelServerClient,
   messages: ChatMessage[],
   tools: ToolSpec[],
+  settings: Pick<LoopSettings, 'thinking'>,
 ): Promise<Turn[]> {
   const turns: Turn[] = [];
-  for (const [k, m] of messages.entries()) {
+  const chat_template_kwargs = chatTemplateKwargs(settings);
+  const history = messages.map((m) => sentBack(m, settings));
+  for (const [k, m] of history.entries()) {
     if (m.role !== 'assistant') continue;
-    const prompt = await modelServer.tokenize({ messages: messages.slice(0, k), tools });
+    const prompt = await modelServer.tokenize({
+      messages: history.slice(0, k),
+      tools,
+      chat_template_kwargs,
+    });
     const closed = await modelServer.tokenize({
-      messages: messages.slice(0, k + 1),
+      messages: history.slice(0, k + 1),
       tools,
       add_generation_prompt: false,
+      chat_template_kwargs,
     });
     if (prompt.tokens.some((t, i) => closed.tokens[i] !== t))
       throw new Error('the chat template renders a closed turn that does not extend its prompt');

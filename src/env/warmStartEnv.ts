@@ -80,7 +80,7 @@ export function createWarmStartEnv(deps: EnvDeps): Env<WarmStartEnvConfig> {
         if (!demo) return []; // no keywords find the gold email: no honest demonstration
         const trajectory = {
           ...demo.trajectory,
-          turns: await demonstrationTurns(deps.modelServer, demo.messages, EMAIL_TOOLS),
+          turns: await demonstrationTurns(deps.modelServer, demo.messages, EMAIL_TOOLS, agent),
         };
         const reward = deterministicReward(trajectory.facts, q.gold, agent.maxTurns, config.weights);
         const { id } = await deps.store.episodes.storeEpisode(key, q.id, trajectory, reward);
@@ -98,7 +98,7 @@ export function createWarmStartEnv(deps: EnvDeps): Env<WarmStartEnvConfig> {
         await episodeWithQuestion(deps, candidate),
         settings,
       );
-      j.turns = await demonstrationTurns(deps.modelServer, j.messages, SKILL_TOOLS);
+      j.turns = await demonstrationTurns(deps.modelServer, j.messages, SKILL_TOOLS, settings);
       const { id } = await deps.store.judgements.storeJudgement(candidate, judgeKey, 'demonstration', j);
       return [{ kind: 'judgement', id }];
     },

@@ -4,12 +4,20 @@ import type { JudgeTemplate } from '../reward/judge';
 import type { RunSpec } from '../runSpec';
 import type { EnvConfig } from './env';
 
+/** The thinking switch as every sampling loop takes it: on, each turn has the budget's room on top of its own. */
+function withThinking(spec: RunSpec, maxTokensPerTurn: number) {
+  return {
+    thinking: spec.thinking !== undefined,
+    maxTokensPerTurn: maxTokensPerTurn + (spec.thinking?.budgetTokens ?? 0),
+  };
+}
+
 export function agentTemplate(spec: RunSpec): AgentTemplate {
   const s = spec.sampling;
   return {
     maxTurns: s.maxTurns,
     contextTokens: s.contextTokens,
-    maxTokensPerTurn: s.maxTokensPerTurn,
+    ...withThinking(spec, s.maxTokensPerTurn),
     temperature: s.temperature,
     topP: s.topP,
     timeoutMs: s.timeoutSeconds * 1000,
@@ -26,7 +34,7 @@ export function judgeTemplate(spec: RunSpec, use: 'training' | 'scoring'): Judge
     mode: j.mode,
     reference: j.reference,
     maxTurns: j.maxTurns,
-    maxTokensPerTurn: j.maxTokensPerTurn,
+    ...withThinking(spec, j.maxTokensPerTurn),
     contextTokens: spec.sampling.contextTokens,
     temperature: use === 'scoring' ? (j.scoringTemperature ?? j.temperature) : j.temperature,
     topP: 1,

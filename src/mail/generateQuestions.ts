@@ -1,5 +1,6 @@
+import type { TeacherEndpoint } from '../reward/teacherClient';
 import type { Store } from '../store';
-import { llmQuestions, type Teacher } from './llmQuestions';
+import { llmQuestions } from './llmQuestions';
 import { splitInboxes, type Question } from './question';
 import { templateQuestions } from './templateQuestions';
 
@@ -7,7 +8,7 @@ export interface GenerateOptions {
   seed: string;
   testFraction: number;
   /** Given → the LLM generator runs too. */
-  teacher?: Teacher;
+  teacher?: TeacherEndpoint;
   /** LLM questions the teacher rates less realistic than this (how_realistic, 0–1) are left out. */
   minRealism?: number;
 }

@@ -1,5 +1,5 @@
-import OpenAI from 'openai';
 import { z } from 'zod';
+import { askTeacher, parseTeacherReply, type TeacherEndpoint } from '../reward/teacherClient';
 import { givesAwayAnswer, type Question } from './question';
 import type { InboxEmail } from './templateQuestions';
 
@@ -13,12 +13,6 @@ const replySchema = z.object({
     }),
   ),
 });
-
-export interface Teacher {
-  url: string;
-  model: string;
-  apiKey?: string;
-}
 
 const BODY_CHARS = 1500;
 
@@ -67,13 +61,8 @@ export function parseQuestionReply(
   model: string,
   minRealism: number,
 ): QuestionBatch {
-  const json = reply.slice(reply.indexOf('{'), reply.lastIndexOf('}') + 1);
-  let parsed: z.infer<typeof replySchema>;
-  try {
-    parsed = replySchema.parse(JSON.parse(json));
-  } catch {
-    return { questions: [], dropped: 1, unrealistic: 0 };
-  }
+  const parsed = parseTeacherReply(reply, replySchema);
+  if (!parsed) return { questions: [], dropped: 1, unrealistic: 0 };
   const byId = new Map(batch.map((e) => [e.messageId, e]));
   const questions: Question[] = [];
   let unrealistic = 0;
@@ -100,29 +89,18 @@ export function parseQuestionReply(
 
 /** Asks the teacher for questions over batches of one inbox's mail. */
 export async function llmQuestions(
-  teacher: Teacher,
+  teacher: TeacherEndpoint,
   inbox: string,
   ownerAddress: string,
   emails: InboxEmail[],
   minRealism: number,
   batchSize = 20,
 ): Promise<QuestionBatch> {
-  const client = new OpenAI({ baseURL: teacher.url, apiKey: teacher.apiKey ?? 'unused', timeout: 120_000 });
   const result: QuestionBatch = { questions: [], dropped: 0, unrealistic: 0 };
   for (let i = 0; i < emails.length; i += batchSize) {
     const batch = emails.slice(i, i + batchSize);
-    const completion = await client.chat.completions.create({
-      model: teacher.model,
-      messages: [{ role: 'user', content: questionPrompt(ownerAddress, batch) }],
-      temperature: 0.7,
-    });
-    const parsed = parseQuestionReply(
-      completion.choices[0]?.message.content ?? '',
-      inbox,
-      batch,
-      teacher.model,
-      minRealism,
-    );
+    const reply = await askTeacher(teacher, questionPrompt(ownerAddress, batch), replySchema, 'questions');
+    const parsed = parseQuestionReply(reply, inbox, batch, teacher.model, minRealism);
     result.questions.push(...parsed.questions);
     result.dropped += parsed.dropped;
     result.unrealistic += parsed.unrealistic;

@@ -11,8 +11,10 @@ import {
   type TrainProgress,
   type TrainStepRequest,
   type TokenizeResult,
+  type TrainSequence,
   type TrainStepResult,
 } from './schemas';
+import { chunkSequences, requestDigest, stepSettings } from './trainChunks';
 
 /** An error from the model server; `retryable` is false for a 4xx (the request itself is wrong). */
 export class ModelServerError extends Error {
@@ -32,6 +34,8 @@ export interface ModelServerOptions {
   timeoutMs?: number;
   /** Attempts for idempotent calls (the first included); non-idempotent calls are tried once. */
   attempts?: number;
+  /** A train step whose JSON is larger goes in chunks of at most this (under the server's --max-request-mb). */
+  chunkBytes?: number;
 }
 
 /**
@@ -42,10 +46,12 @@ export interface ModelServerOptions {
 export class ModelServerClient {
   private readonly timeoutMs: number;
   private readonly attempts: number;
+  private readonly chunkBytes: number;
 
   constructor(private readonly options: ModelServerOptions) {
     this.timeoutMs = options.timeoutMs ?? 600_000;
     this.attempts = options.attempts ?? 4;
+    this.chunkBytes = options.chunkBytes ?? 32 << 20;
   }
 
   async models(): Promise<string[]> {
@@ -60,14 +66,46 @@ export class ModelServerClient {
     );
   }
 
+  /**
+   * One optimizer step over the request's sequences. A step larger than `chunkBytes` goes in chunks, staged on
+   * the server under the request's digest, then trained as one step over all of them.
+   */
   async trainStep(request: TrainStepRequest): Promise<TrainStepResult> {
-    return this.parse(trainStepResultSchema, await this.call('POST', '/train/step', request, true));
+    const chunks = chunkSequences(request.sequences, this.chunkBytes);
+    const body =
+      chunks.length <= 1
+        ? await this.call('POST', '/train/step', request, true)
+        : await this.trainStaged(request, chunks);
+    return this.parse(trainStepResultSchema, body);
+  }
+
+  private async trainStaged(request: TrainStepRequest, chunks: TrainSequence[][]): Promise<unknown> {
+    const upload = { id: requestDigest(request), chunks: chunks.length };
+    for (let attempt = 1; ; attempt++) {
+      for (const [index, sequences] of chunks.entries()) {
+        const chunk = { adapter: request.adapter, step: request.step, upload, index, sequences };
+        await this.call('POST', '/train/step/chunk', chunk, true);
+      }
+      try {
+        return await this.call('POST', '/train/step', { ...stepSettings(request), upload }, true);
+      } catch (err) {
+        // The chunks went before the step trained (a concurrent attempt's step spent them): stage them again.
+        const gone = err instanceof ModelServerError && err.status === 409 && /: upload: /.test(err.message);
+        if (!gone || attempt >= this.attempts) throw err;
+      }
+    }
   }
 
   /** vLLM's /tokenize: a chat prompt's ids as the chat endpoint renders it, or raw text's (no special tokens added). */
   async tokenize(
     request:
-      { prompt: string } | { messages: ChatMessage[]; tools?: unknown[]; add_generation_prompt?: boolean },
+      | { prompt: string }
+      | {
+          messages: ChatMessage[];
+          tools?: unknown[];
+          add_generation_prompt?: boolean;
+          chat_template_kwargs?: Record<string, unknown>;
+        },
   ): Promise<TokenizeResult> {
     return this.parse(tokenizeResultSchema, await this.call('POST', '/tokenize', request, true));
   }

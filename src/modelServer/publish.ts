@@ -20,11 +20,9 @@ export async function publishStep(
   const address = `${v.adapter}@step-${v.step}`;
   const outcomes = await Promise.all(
     urls.map(async (url) => {
-      const server = new ModelServerClient({ url, token, attempts: 2, timeoutMs: 60_000 });
       try {
-        await server.loadAdapter(address, v.checkpoint).catch((err) => {
-          if (!alreadyLoaded(err)) throw err; // vLLM refuses a second load of a name: a retried publication
-        });
+        await loadVersion(url, token, address, v.checkpoint);
+        const server = new ModelServerClient({ url, token, attempts: 2, timeoutMs: 60_000 });
         if (v.step >= 2) await server.unloadAdapter(`${v.adapter}@step-${v.step - 2}`).catch(() => {});
         return { url };
       } catch (err) {
@@ -38,6 +36,19 @@ export async function publishStep(
       `no sampling server took ${address}: ${failed.map((f) => `${f.url}: ${f.error}`).join('; ')}`,
     );
   return { address, published: outcomes.filter((o) => o.error === undefined).map((o) => o.url), failed };
+}
+
+/** Loads a version on one sampling server (vLLM's load_lora_adapter); a name it already holds counts as loaded. */
+export async function loadVersion(
+  url: string,
+  token: string | undefined,
+  address: string,
+  checkpoint: string,
+) {
+  const server = new ModelServerClient({ url, token, attempts: 2, timeoutMs: 60_000 });
+  await server.loadAdapter(address, checkpoint).catch((err) => {
+    if (!alreadyLoaded(err)) throw err; // vLLM refuses a second load of a name: a retried publication
+  });
 }
 
 const alreadyLoaded = (err: unknown) =>

@@ -5,7 +5,9 @@
  * server that does not answer, or answers 502/503, is taken out for a while and the request goes to the next;
  * one that answers 404 for a model it listed forgets it. What each server holds comes from its /v1/models,
  * read at the first request and again (at most every REREAD_MS) whenever no live server lists a requested model
- * (a step just published).
+ * (a step just published). A vLLM sampler forgets its loaded adapters when it restarts: given `republish`, a 404
+ * for a trained version (`policy@step-3`) has it loaded there again from its checkpoint, and the request retried;
+ * and while every server is out, a request waits (up to `waitForServersMs`) for one to answer again.
  */
 import { z } from 'zod';
 
@@ -42,7 +44,20 @@ export interface SamplerPool {
   fetch: typeof fetch;
 }
 
-export function createSamplerPool(urls: string[], token?: string): SamplerPool {
+/** Loads a trained version (`policy@step-3`) on one server again; false when there is nothing to load. */
+export type Republish = (url: string, model: string) => Promise<boolean>;
+
+const VERSION = /^[A-Za-z][A-Za-z0-9_-]*@step-\d+$/;
+
+export interface PoolOptions {
+  token?: string;
+  republish?: Republish;
+  /** When every server is out, how long a request waits for one to answer again (a sampler restarting). */
+  waitForServersMs?: number;
+}
+
+export function createSamplerPool(urls: string[], options: PoolOptions = {}): SamplerPool {
+  const { token, republish, waitForServersMs = 180_000 } = options;
   const servers: PoolServer[] = urls.map((url) => ({
     url,
     inFlight: 0,
@@ -57,6 +72,7 @@ export function createSamplerPool(urls: string[], token?: string): SamplerPool {
     fetch(new URL('/v1/models', s.url), { headers, signal: AbortSignal.timeout(5000) })
       .then(async (r) => {
         s.models = new Set(modelListSchema.parse(await r.json()).data.map((m) => m.id));
+        s.downUntil = 0; // it answers: back in
       })
       .catch(() => {
         s.models = null;
@@ -64,6 +80,30 @@ export function createSamplerPool(urls: string[], token?: string): SamplerPool {
       });
 
   const listed = (model: string) => servers.some((s) => s.downUntil <= Date.now() && s.models?.has(model));
+  // One load per server and version however many requests met the 404 together.
+  const republishing = new Map<string, Promise<boolean>>();
+  const publishAgain = (s: PoolServer, model: string): Promise<boolean> => {
+    const key = `${s.url} ${model}`;
+    let loading = republishing.get(key);
+    if (!loading) {
+      loading = republish!(s.url, model)
+        .then((loaded) => (loaded && s.models?.add(model), loaded))
+        .catch(() => false)
+        .finally(() => republishing.delete(key));
+      republishing.set(key, loading);
+    }
+    return loading;
+  };
+  /** Waits until an out server answers again (true), or until `deadline` (false). */
+  const serverBack = async (deadline: number, signal?: AbortSignal | null): Promise<boolean> => {
+    while (Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      signal?.throwIfAborted();
+      await Promise.all(servers.filter((s) => s.downUntil > Date.now()).map(readModels));
+      if (servers.some((s) => s.downUntil <= Date.now())) return true;
+    }
+    return false;
+  };
   let readAt = -Infinity;
   const reread = () => {
     readAt = Date.now();
@@ -74,7 +114,9 @@ export function createSamplerPool(urls: string[], token?: string): SamplerPool {
     const target = new URL(input instanceof Request ? input.url : input);
     const model = requestedModel(init.body);
     if (model !== undefined && !listed(model) && Date.now() - readAt >= REREAD_MS) await reread();
+    const waitUntil = Date.now() + waitForServersMs;
     const tried = new Set<PoolServer>();
+    const republished = new Set<PoolServer>();
     let last: Response | Error | undefined;
     for (;;) {
       const server = chooseServer(
@@ -84,6 +126,10 @@ export function createSamplerPool(urls: string[], token?: string): SamplerPool {
       );
       if (!server) {
         if (last instanceof Response) return last; // every server refused: the caller reads the last refusal
+        if (await serverBack(waitUntil, init.signal)) {
+          tried.clear(); // a server that was out answers again: every server may be asked again
+          continue;
+        }
         throw new Error(`no sampling server answered (${urls.join(', ')})${last ? `: ${last.message}` : ''}`);
       }
       tried.add(server);
@@ -98,6 +144,10 @@ export function createSamplerPool(urls: string[], token?: string): SamplerPool {
         if (response.status === 404 && model !== undefined) {
           server.models?.delete(model);
           last = response;
+          if (republish && VERSION.test(model) && !republished.has(server)) {
+            republished.add(server);
+            if (await publishAgain(server, model)) tried.delete(server); // ask it again
+          }
           continue;
         }
         server.served++;

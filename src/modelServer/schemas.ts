@@ -15,6 +15,8 @@ export const chatMessageSchema = z.object({
   content: z.string().nullable(),
   tool_calls: z.array(toolCallSchema).optional(),
   tool_call_id: z.string().optional(),
+  /** vLLM's field for an assistant turn's thinking, which the chat template renders (src/env/thinking.ts). */
+  reasoning: z.string().optional(),
 });
 export type ChatMessage = z.infer<typeof chatMessageSchema>;
 
@@ -79,6 +81,14 @@ export const trainStepResultSchema = z.object({
   loss: z.number(),
   clip_fraction: z.number(),
   approx_kl_old: z.number(),
+  /**
+   * The sampler–trainer mismatch over the sampled tokens, whether or not TIS corrects it: k3 estimate of
+   * KL(sampler ‖ trainer), the mean importance weight (capped when TIS is on), the fraction of tokens capped.
+   * 0: not measured (a demonstration step, a step without signal, a checkpoint from before them).
+   */
+  mismatch_kl: z.number().default(0),
+  is_weight_mean: z.number().default(0),
+  is_capped_fraction: z.number().default(0),
   kl_ref: z.number(),
   entropy: z.number(),
   grad_norm: z.number(),

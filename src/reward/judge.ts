@@ -1,6 +1,7 @@
 import type OpenAI from 'openai';
 import { z } from 'zod';
 import { agentLoop, type LoopSettings, type ToolSpec } from '../env/agentLoop';
+import { afterThinking } from '../env/thinking';
 import type { Trajectory, Turn } from '../env/trajectory';
 import type { Mailbox, MailboxScope } from '../mail/search';
 import type { ChatMessage } from '../modelServer/schemas';
@@ -174,7 +175,11 @@ export async function judge(
                   ? await skillTool(name, args, offered, ctx, j)
                   : `Error: unknown tool "${name.slice(0, 80)}"`,
             },
-      text: (content) => (looksLikeJson(content) ? tryVerdict(parseJson(content)) : null),
+      // A verdict written as plain JSON, after the reasoning of a judge that thinks.
+      text: (content) => {
+        const answer = afterThinking(content);
+        return looksLikeJson(answer) ? tryVerdict(parseJson(answer)) : null;
+      },
       onTurn: hooks.onTurn,
     },
     hooks.signal,

@@ -1,14 +1,8 @@
-import OpenAI from 'openai';
 import { z } from 'zod';
 import type { Trajectory } from '../env/trajectory';
 import { redact } from '../redact';
 import { deterministicReward, type Gold, type RewardWeights } from './deterministic';
-
-export interface TeacherEndpoint {
-  url: string;
-  model: string;
-  apiKey?: string;
-}
+import { askTeacher, parseTeacherReply, type TeacherEndpoint } from './teacherClient';
 
 const labelSchema = z.object({ correct: z.boolean(), reason: z.string().min(1) });
 
@@ -31,7 +25,7 @@ export async function teacherLabel(
   teacher?: TeacherEndpoint,
 ): Promise<Label> {
   return teacher
-    ? askTeacher(teacher, question, gold, trajectory)
+    ? askForLabel(teacher, question, gold, trajectory)
     : deterministicLabel(gold, trajectory, weights, maxTurns);
 }
 
@@ -61,13 +55,12 @@ export function transcript(t: Trajectory): string {
     .join('\n');
 }
 
-async function askTeacher(
+async function askForLabel(
   teacher: TeacherEndpoint,
   question: string,
   gold: Gold,
   t: Trajectory,
 ): Promise<Label> {
-  const client = new OpenAI({ baseURL: teacher.url, apiKey: teacher.apiKey ?? 'unused', timeout: 120_000 });
   const prompt = [
     'Judge whether an email-search agent answered a question correctly and from the right email.',
     `Question: ${question}`,
@@ -77,24 +70,10 @@ async function askTeacher(
     'Reply with JSON only: {"correct": true|false, "reason": "..."}',
   ].join('\n');
   for (let attempt = 0; attempt < 3; attempt++) {
-    const completion = await client.chat.completions.create({
-      model: teacher.model,
-      messages: [{ role: 'user', content: prompt }],
-      temperature: 0,
-    });
-    const text = completion.choices[0]?.message.content ?? '';
-    const parsed = labelSchema.safeParse(safeJson(text.slice(text.indexOf('{'), text.lastIndexOf('}') + 1)));
-    if (parsed.success) return { ...parsed.data, source: `teacher:${teacher.model}` };
+    const label = parseTeacherReply(await askTeacher(teacher, prompt, labelSchema, 'label'), labelSchema);
+    if (label) return { ...label, source: `teacher:${teacher.model}` };
   }
   throw new Error(
     redact(`teacher ${teacher.model} at ${teacher.url} gave no parseable label after 3 attempts`),
   );
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
 }

@@ -60,10 +60,18 @@ const STEP_CHECKS: Check[] = [
   {
     flag: 'KL',
     supervised: false,
-    fires: (m) => (m['optim/kl_ref'] ?? 0) > 1 || (m['optim/approx_kl_old'] ?? 0) > 0.5,
-    meaning: (m) =>
-      `KL to the base ${(m['optim/kl_ref'] ?? 0).toFixed(2)}, to the sampler ${(m['optim/approx_kl_old'] ?? 0).toFixed(2)}`,
+    fires: (m) => (m['optim/kl_ref'] ?? 0) > 1,
+    meaning: (m) => `KL to the base ${(m['optim/kl_ref'] ?? 0).toFixed(2)}`,
     advice: 'a lower learning rate, or a KL coefficient (kl_coef)',
+  },
+  {
+    flag: 'off-policy',
+    supervised: false,
+    // Measured before the update: how far the sampler's logprobs are from the trainer's for the same tokens.
+    fires: (m) => (m['optim/mismatch_kl'] ?? m['optim/approx_kl_old'] ?? 0) > 0.5,
+    meaning: (m) =>
+      `KL from the sampler to the trainer ${(m['optim/mismatch_kl'] ?? m['optim/approx_kl_old'] ?? 0).toFixed(2)}: they sample different policies`,
+    advice: 'check the samplers (`evalrl preflight`), or cap the importance weights (tis_imp_ratio_cap)',
   },
 ];
 

@@ -9,7 +9,7 @@ import {
 import type { Config } from '../config';
 import { rootMessage } from '../rootMessage';
 import type { RunSpec } from '../runSpec';
-import { temporalUiUrl } from '../stack/temporal';
+import { connectTemporal, temporalUiUrl } from '../stack/temporal';
 import {
   cancelSignal,
   pauseSignal,
@@ -67,11 +67,12 @@ export class RunClient {
   static async connect(config: Config): Promise<RunClient> {
     let connection: Connection;
     try {
-      connection = await Connection.connect({ address: config.temporal.address, connectTimeout: 5000 });
+      connection = await connectTemporal(config, 5000);
       await connection.workflowService.getSystemInfo({});
-    } catch {
+    } catch (err) {
+      // The cause tells a stopped stack from a refused certificate or API key.
       throw new Error(
-        `Temporal at ${config.temporal.address} is not reachable: start the stack with \`evalrl up\` (or set TEMPORAL_ADDRESS)`,
+        `Temporal at ${config.temporal.address} is not reachable: start the stack with \`evalrl up\` (or set TEMPORAL_ADDRESS); ${rootMessage(err)}`,
       );
     }
     return new RunClient(

@@ -5,6 +5,8 @@ import { msToTs } from '@temporalio/common/lib/time';
 import { temporal as temporalProto } from '@temporalio/proto';
 import type { Config } from '../config';
 import { SEARCH_ATTRIBUTES } from '../contract';
+import { temporalConnectionOptions } from '../temporalConnection';
+import { tlsFailure } from '../tlsProbe';
 import {
   claimPort,
   managedProcess,
@@ -24,9 +26,21 @@ export function temporalUiUrl(config: Config): string | undefined {
   return config.temporal.external ? undefined : `http://127.0.0.1:${config.temporal.uiPort}`;
 }
 
+/** A client connection from the standard configuration; a TLS refusal is named, where gRPC reports a deadline. */
+export async function connectTemporal(config: Config, connectTimeout: number): Promise<Connection> {
+  const options = temporalConnectionOptions(config.temporal);
+  try {
+    return await Connection.connect({ ...options, connectTimeout });
+  } catch (err) {
+    const refusal = await tlsFailure(options);
+    if (refusal === undefined) throw err;
+    throw new Error(`${(err as Error).message}: TLS with ${options.address} failed: ${refusal}`);
+  }
+}
+
 /** True when the frontend answers and our namespace exists. */
 export async function temporalHealthy(config: Config): Promise<boolean> {
-  const connection = await Connection.connect({ address: config.temporal.address, connectTimeout: 2000 });
+  const connection = await connectTemporal(config, 2000);
   try {
     await connection.workflowService.describeNamespace({ namespace: config.temporal.namespace });
     return true;
@@ -81,7 +95,7 @@ export const stopTemporal = (config: Config) => stopManaged(temporalProcess(conf
 /** Registers the namespace and the search attributes runs are listed by; already present → no-op. */
 export async function ensureNamespace(config: Config): Promise<void> {
   const { namespace } = config.temporal;
-  const connection = await Connection.connect({ address: config.temporal.address, connectTimeout: 10_000 });
+  const connection = await connectTemporal(config, 10_000);
   try {
     await ignoreAlreadyExists(
       connection.workflowService.registerNamespace({

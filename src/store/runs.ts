@@ -84,6 +84,15 @@ export async function recordAdapterVersion(
   );
 }
 
+/** Where a recorded version's PEFT folder lies (what a restarted sampler loads again), if it was recorded. */
+export async function adapterCheckpoint(db: Db, adapter: string, step: number): Promise<string | undefined> {
+  const { rows } = await db.query<{ checkpoint: string }>(
+    'SELECT checkpoint FROM published_adapters WHERE adapter = $1 AND step = $2',
+    [adapter, step],
+  );
+  return rows[0]?.checkpoint;
+}
+
 export async function recordStackCheck(db: Db, workflowId: string, message: string): Promise<string> {
   await db.query(
     'INSERT INTO stack_checks (workflow_id, message) VALUES ($1, $2) ON CONFLICT (workflow_id) DO NOTHING',

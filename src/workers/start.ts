@@ -3,6 +3,8 @@ import type pg from 'pg';
 import type { Config } from '../config';
 import { createActivities } from '../activities';
 import { gpuHostQueue, TASK_QUEUES } from '../contract';
+import { temporalConnectionOptions } from '../temporalConnection';
+import { workflowCode } from './workflowBundle';
 
 export const WORKER_QUEUES = ['workflows', 'cpu', 'rollout', 'judge', 'gpu'] as const;
 export type WorkerQueue = (typeof WORKER_QUEUES)[number];
@@ -16,19 +18,13 @@ export async function createWorkers(
   pool: pg.Pool,
   queues: readonly WorkerQueue[],
 ): Promise<Worker[]> {
-  const connection = await NativeConnection.connect({ address: config.temporal.address });
+  const connection = await NativeConnection.connect(temporalConnectionOptions(config.temporal));
   const activities = createActivities(pool, config);
   const base = { connection, namespace: config.temporal.namespace };
   return Promise.all(
     queues.flatMap((queue) => {
       if (queue === 'workflows')
-        return [
-          Worker.create({
-            ...base,
-            taskQueue: TASK_QUEUES.workflows,
-            workflowsPath: require.resolve('../workflows'),
-          }),
-        ];
+        return [Worker.create({ ...base, taskQueue: TASK_QUEUES.workflows, ...workflowCode() })];
       const worker = Worker.create({ ...base, taskQueue: TASK_QUEUES[queue], activities: activities[queue] });
       if (queue !== 'gpu') return [worker];
       return [

@@ -90,7 +90,7 @@ function fakeActivities(failTrainAt?: { stage: string; step: number }) {
         initFrom: i.lora.init_from,
       });
       await new Promise((r) => setTimeout(r, 50));
-      return { adapter: i.adapter, step: i.step, loss: 0.1, clip_fraction: 0, approx_kl_old: 0, kl_ref: 0, entropy: 1, grad_norm: 1, update_norm: 0.1, no_signal: false, tokens: 10, seconds: 0.05, learning_rate: i.hyperparameters.learning_rate ?? 0, checkpoint: '/tmp/x', sha256: 'ab', cached: false }; // prettier-ignore
+      return { adapter: i.adapter, step: i.step, loss: 0.1, clip_fraction: 0, approx_kl_old: 0, mismatch_kl: 0, is_weight_mean: 0, is_capped_fraction: 0, kl_ref: 0, entropy: 1, grad_norm: 1, update_norm: 0.1, no_signal: false, tokens: 10, seconds: 0.05, learning_rate: i.hyperparameters.learning_rate ?? 0, checkpoint: '/tmp/x', sha256: 'ab', cached: false }; // prettier-ignore
     },
   };
   return { cpu, rollout, judge, host, trained, judgedBy };

@@ -56,11 +56,27 @@ describe('loadConfig', () => {
     ['EVALRL_MODEL_SERVER_TOKEN', 'short', /16 characters/],
     ['EVALRL_SAMPLING_SERVERS', 'http://gpu-1:8000,gpu-2:8000', /http/],
     ['TEMPORAL_NAMESPACE', 'bad namespace!', /namespace/],
+    ['EVALRL_TEACHER_TEMPERATURE', '2.5', /2/],
+    ['EVALRL_TEACHER_TEMPERATURE', 'greedy', /number/],
+    ['EVALRL_TEACHER_MAX_COMPLETION_TOKENS', '1.5', /int/],
+    ['EVALRL_TEACHER_MAX_COMPLETION_TOKENS', '0', /1/],
   ])('refuses a malformed %s, naming it', (variable, value, reason) => {
     const err = configError({ [variable]: value });
     expect(err.variable).toBe(variable);
     expect(err.message).toMatch(new RegExp(`^${variable}: `));
     expect(err.reason).toMatch(reason);
+  });
+
+  it("leaves the teacher's temperature and token limit unset unless given", () => {
+    const teacher = { EVALRL_TEACHER_URL: 'https://judge.example/v1', EVALRL_TEACHER_MODEL: 'gpt-5-mini' };
+    const { temperature, maxCompletionTokens } = loadConfig(teacher).teacher!;
+    expect([temperature, maxCompletionTokens]).toEqual([undefined, undefined]);
+    const tuned = loadConfig({
+      ...teacher,
+      EVALRL_TEACHER_TEMPERATURE: '0',
+      EVALRL_TEACHER_MAX_COMPLETION_TOKENS: '4096',
+    });
+    expect(tuned.teacher).toMatchObject({ temperature: 0, maxCompletionTokens: 4096 });
   });
 
   it('requires the teacher model when a teacher endpoint is set', () => {

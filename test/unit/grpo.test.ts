@@ -140,6 +140,14 @@ describe('trainingSequences', () => {
       [1, 2, 9, 5, 7],
     ]);
   });
+  it('refuses a turn that came back without its sampled tokens instead of training without it', () => {
+    const untokenised = { ...turn([1, 2], [3]), tokenIds: undefined };
+    expect(() => trainingSequences([turn([1, 2], [3, 4]), untokenised], 1)).toThrow(
+      /turn 2 came back without its token ids.*return_token_ids/,
+    );
+    const short = { ...turn([1, 2], [3, 4]), logprobs: [-0.5] };
+    expect(() => trainingSequences([short], 1)).toThrow(/turn 1/);
+  });
 });
 
 describe('interleaveBy', () => {

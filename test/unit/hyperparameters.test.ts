@@ -21,6 +21,7 @@ it('fills defaults, refuses unknown keys and values out of the server bounds, na
     kl_coef: 0,
     max_grad_norm: 1,
     loss_aggregation: 'token-mean',
+    tis_imp_ratio_cap: 0,
   });
   expect(() => parseHyperparameterChange({ learning_rate: 0 })).toThrow(/learning_rate: Too small/);
   expect(() => parseHyperparameterChange({ lr: 1e-5 })).toThrow(/lr: Unrecognized key/);

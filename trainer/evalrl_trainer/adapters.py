@@ -20,6 +20,7 @@ from .lora import LoraSettings, lora_config
 
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 KEEP_LOADED_STEPS = 2
+PROBES = ".preflight"  # probe adapters; a name starting with "." is never resumed as an adapter
 ADDRESS = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_-]{0,63})(?:@(?P<ref>latest|step-(?P<step>\d+)))?$")
 
 
@@ -182,7 +183,7 @@ class Adapters:
         with self.lock:
             path = checkpoints.adapter_weights_path(self.root, name, step)
             if name in self.trained or name in self.loaded:
-                self.peft.delete_adapter(name)
+                self._delete(name)
             self._load(name, path, trainable=True)
             self.loaded.discard(name)
             optimizer = self._optimizer(name)
@@ -219,7 +220,7 @@ class Adapters:
             raise AdapterError(f"lora_path: no PEFT adapter (adapter_config.json) at {path}")
         with self.lock:
             if name in self.loaded:
-                self.peft.delete_adapter(name)
+                self._delete(name)
                 self.loaded.discard(name)
             self._load(name, path)
 
@@ -227,9 +228,25 @@ class Adapters:
         if name not in self.loaded:
             raise AdapterError(f"lora_name: '{name}' is not a loaded adapter")
         with self.lock:
-            self.peft.delete_adapter(name)
+            self._delete(name)
             self.loaded.discard(name)
             self.changed(name)
+
+    def write_probe(self, rank: int) -> Path:
+        """A LoRA adapter of `rank` written under the checkpoint root: a preflight asks each sampling host to load
+        it, which proves the host sees this root at the same path. One per rank stays in memory, never sampled or
+        listed (deleting PEFT's only adapter would leave it pointing at a deleted one)."""
+        name = f"probe_r{rank}"
+        folder = self.root / PROBES
+        with self.lock:
+            if self.peft is None:
+                self.peft = get_peft_model(self.base.model, lora_config(LoraSettings(rank=rank, alpha=rank)), adapter_name=name)
+                self._freeze_all()
+            elif name not in self.peft.peft_config:
+                self.peft.add_adapter(name, lora_config(LoraSettings(rank=rank, alpha=rank)))
+                self._freeze_all()
+            self.peft.save_pretrained(folder, selected_adapters=[name])
+        return folder / name  # save_pretrained puts a non-default adapter in a subfolder named after it
 
     # --- internals ----------------------------------------------------------------------------------------
     def _load(self, name: str, path: Path, trainable: bool = False) -> None:
@@ -243,6 +260,15 @@ class Adapters:
             self._freeze_all()
             if not trainable:
                 self.loaded.add(name)
+
+    def _delete(self, name: str) -> None:
+        """PEFT cannot run with no adapter left (its forward looks up the deleted one): the last one unwraps the
+        base model instead, and the next adapter wraps it again."""
+        if len(self.peft.peft_config) == 1:
+            self.peft.unload()
+            self.peft = None
+        else:
+            self.peft.delete_adapter(name)
 
     def _optimizer(self, name: str) -> torch.optim.Optimizer:
         return torch.optim.AdamW(self.trainable_parameters(name), lr=1e-5, betas=(0.9, 0.999), weight_decay=0.0)

@@ -37,6 +37,8 @@ class SampleRequest:
     max_tokens: int
     temperature: float = 1.0
     top_p: float = 1.0
+    top_k: int = 0  # vLLM's convention: 0 or -1 keeps every token
+    min_p: float = 0.0
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     ignore_eos: bool = False
@@ -171,7 +173,7 @@ class Sampler:
         unloaded while it waited, and its prefill fails it alone)."""
         if r.seed is None or (r.adapter is not None and r.adapter not in self.adapters.names()):
             return None
-        return (self._owner(r), tuple(r.prompt_ids), r.seed, r.max_tokens, r.temperature, r.top_p, tuple(r.stop), r.ignore_eos)
+        return (self._owner(r), tuple(r.prompt_ids), r.seed, r.max_tokens, r.temperature, r.top_p, r.top_k, r.min_p, tuple(r.stop), r.ignore_eos)
 
     def _not_computed_yet(self, waiting: list[tuple[SampleRequest, Future]]) -> list[tuple[SampleRequest, Future]]:
         """The requests to compute: a seeded request equal to one computed recently gets its sample, one equal to
@@ -268,10 +270,15 @@ class Sampler:
         if r.temperature <= 0:
             return int(torch.argmax(logits_V))
         probs = torch.softmax(logits_V / r.temperature, dim=-1)
+        if r.top_k > 0:  # vLLM's order: top-k, then top-p, then min-p, on the tempered distribution
+            kth = torch.topk(probs, min(r.top_k, probs.numel())).values[-1]
+            probs = torch.where(probs >= kth, probs, 0.0)
         if r.top_p < 1.0:
             sorted_p, order = torch.sort(probs, descending=True)
             keep = sorted_p.cumsum(-1) - sorted_p < r.top_p  # smallest prefix reaching top_p
             probs = torch.zeros_like(probs).scatter_(0, order[keep], sorted_p[keep])
+        if r.min_p > 0:
+            probs = torch.where(probs >= r.min_p * probs.max(), probs, 0.0)
         return int(torch.multinomial(probs, 1, generator=g))
 
     def _stopped(self, row: Row) -> bool:

@@ -16,7 +16,6 @@ import os
 import sys
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -24,14 +23,16 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
-from .adapters import Adapters, AdapterError
+from .adapters import NAME, Adapters, AdapterError
 from .base_model import compile_decoder_layers, load_base_model, smollm2_gguf
 from .chat import render_prompt
 from .grpo import LossConfig
+from .limits import Limits, add_limit_flags, limits_from_flags
 from .lora import LoraSettings
 from .sampler import Mode, SampleRequest, Sampler
+from .staging import IncompleteUpload, Staging
 from .tool_calls import parse_tool_calls
 from .train_step import Sequence as TrainSequence
 from .train_step import StepConfig
@@ -43,8 +44,12 @@ class ChatRequest(BaseModel):
     model: str = "base"
     messages: list[dict] = Field(min_length=1)
     tools: list[dict] | None = None
-    temperature: float = Field(1.0, ge=0, le=5)
+    temperature: float = Field(1.0, ge=0, le=2)  # vLLM's bound
     top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=-1)  # vLLM's: 0 or -1 keeps every token
+    min_p: float = Field(0.0, ge=0, le=1)
+    # Accepted as vLLM takes it, but only its neutral value: this server samples without penalties.
+    repetition_penalty: float = Field(1.0, ge=1, le=1)
     max_tokens: int = Field(256, ge=1, le=32768)
     n: int = Field(1, ge=1, le=64)
     seed: int | None = Field(None, ge=0, lt=2**63)
@@ -52,6 +57,7 @@ class ChatRequest(BaseModel):
     logprobs: bool = False
     ignore_eos: bool = False  # vLLM's extension: always sample max_tokens (benchmarks)
     return_token_ids: bool = False  # vLLM's extension; token ids come back whatever it says
+    chat_template_kwargs: dict | None = None  # vLLM's: variables for the chat template (Qwen3's enable_thinking)
 
     @field_validator("messages")
     @classmethod
@@ -93,6 +99,7 @@ class Hyperparameters(BaseModel):
     kl_coef: float = Field(0.0, ge=0, le=10)
     max_grad_norm: float = Field(1.0, gt=0, le=1000)
     loss_aggregation: Literal["token-mean", "dr-grpo"] = "token-mean"
+    tis_imp_ratio_cap: float = Field(0.0, ge=0, le=100)  # truncated importance sampling's cap; 0: off
 
 
 class TokenizeRequest(BaseModel):
@@ -101,6 +108,7 @@ class TokenizeRequest(BaseModel):
     messages: list[dict] | None = None
     tools: list[dict] | None = None
     add_generation_prompt: bool = True  # vLLM's parameter
+    chat_template_kwargs: dict | None = None  # vLLM's parameter
 
 
 class Lora(BaseModel):
@@ -110,19 +118,37 @@ class Lora(BaseModel):
     init_from: str | None = Field(None, pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}@step-\d+$")  # or starts it from a checkpoint
 
 
-class TrainStepRequest(BaseModel):
-    adapter: str
+class Upload(BaseModel):
+    """A step's sequences sent in chunks (POST /train/step/chunk), staged under the whole request's digest."""
+    id: str = Field(pattern=r"^[0-9a-f]{64}$")  # SHA-256 of the whole request, as the client computed it
+    chunks: int = Field(ge=1)
+
+
+class TrainStepChunk(BaseModel):
+    adapter: str = Field(pattern=NAME.pattern)
     step: int = Field(ge=1)
+    upload: Upload
+    index: int = Field(ge=0)
     sequences: list[Sequence] = Field(min_length=1)
+
+
+SEQUENCES = TypeAdapter(list[Sequence])  # a staged chunk's stored form
+
+
+class TrainStepRequest(BaseModel):
+    adapter: str = Field(pattern=NAME.pattern)
+    step: int = Field(ge=1)
+    sequences: list[Sequence] = Field(default_factory=list, min_length=1)  # or, staged in chunks, `upload`
     # "sft": a warm start on demonstrations (advantage-weighted log-likelihood); GRPO otherwise.
     objective: Literal["grpo", "sft"] = "grpo"
     hyperparameters: Hyperparameters = Hyperparameters()
     lora: Lora = Lora()
     keep_checkpoints: int | None = Field(None, ge=0)  # newest N steps kept for this adapter (0: all)
+    upload: Upload | None = None
 
 
 class LoadAdapter(BaseModel):
-    """vLLM's LoadLoRAAdapterRequest (read in vLLM 0.34.0; 0.10.2-0.14 have the first two fields only)."""
+    """vLLM's LoadLoRAAdapterRequest (read in vLLM 0.33.0, serve/lora/protocol.py; 0.10.2-0.14 have the first two fields only)."""
     lora_name: str
     lora_path: str
     load_inplace: bool = False  # without it vLLM refuses a name it already holds
@@ -135,6 +161,10 @@ class UnloadAdapter(BaseModel):
     lora_int_id: int | None = None
 
 
+class ProbeRequest(BaseModel):
+    rank: int = Field(16, ge=1, le=512)
+
+
 class AdapterRef(BaseModel):
     adapter: str
 
@@ -143,20 +173,12 @@ def error(status: int, message: str) -> JSONResponse:
     return JSONResponse(status_code=status, content={"error": {"message": message, "code": status}})
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What one request may ask of this server: larger requests are refused (413/400) before any work."""
-
-    request_bytes: int = 256 << 20
-    train_sequences: int = 4096
-    train_tokens: int = 4 << 20
-
-
 def create_app(
     adapters: Adapters, sampler: Sampler, trainer: Trainer, token: str | None, limits: Limits = Limits()
 ) -> FastAPI:
     app = FastAPI(title="evalrl model server")
     base = adapters.base
+    staging = Staging(adapters.root)
 
     @app.middleware("http")
     async def guard(request: Request, call_next):
@@ -164,8 +186,8 @@ def create_app(
             return error(401, "missing or wrong bearer token")
         declared = request.headers.get("content-length")
         size = int(declared) if declared and declared.isdigit() else len(await request.body())
-        if size > limits.request_bytes:
-            return error(413, f"body: {size} bytes exceeds this server's limit of {limits.request_bytes}")
+        if refusal := limits.body_refusal(size):
+            return error(413, refusal)
         return await call_next(request)
 
     @app.exception_handler(RequestValidationError)
@@ -194,7 +216,7 @@ def create_app(
     @app.post("/v1/chat/completions")
     def chat(req: ChatRequest):
         adapter = adapters.resolve(req.model)
-        prompt_ids = render_prompt(base.tokenizer, req.messages, req.tools)
+        prompt_ids = render_prompt(base.tokenizer, req.messages, req.tools, chat_template_kwargs=req.chat_template_kwargs)
         if len(prompt_ids) + req.max_tokens > base.max_context:
             return error(
                 400,
@@ -204,7 +226,7 @@ def create_app(
         stop = [req.stop] if isinstance(req.stop, str) else (req.stop or [])
         futures = [
             sampler.submit(SampleRequest(
-                prompt_ids, adapter, req.max_tokens, req.temperature, req.top_p,
+                prompt_ids, adapter, req.max_tokens, req.temperature, req.top_p, req.top_k, req.min_p,
                 None if req.seed is None else req.seed + i, stop, req.ignore_eos,
             ))  # fmt: skip
             for i in range(req.n)
@@ -247,7 +269,7 @@ def create_app(
     def tokenize(req: TokenizeRequest):
         """vLLM's endpoint: the token ids of a chat prompt as the chat endpoint renders it, or of raw text."""
         if req.messages is not None:
-            tokens = render_prompt(base.tokenizer, req.messages, req.tools, req.add_generation_prompt)
+            tokens = render_prompt(base.tokenizer, req.messages, req.tools, req.add_generation_prompt, req.chat_template_kwargs)
         elif req.prompt is not None:
             tokens = base.tokenizer.encode(req.prompt, add_special_tokens=False)
         else:
@@ -271,33 +293,62 @@ def create_app(
         adapters.unload(req.lora_name)
         return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' removed successfully.")
 
+    def refusal(sequences: list[Sequence]) -> str | None:
+        """Why sequences (a step, or a chunk of one) are beyond this server's limits or its model."""
+        lengths = [len(s.token_ids) for s in sequences]
+        if problem := limits.step_refusal(lengths):
+            return problem
+        if max(lengths) > base.max_context:
+            return f"sequences: a sequence of {max(lengths)} tokens exceeds the context of {base.max_context}"
+        vocab = base.model.config.vocab_size
+        if any(t < 0 or t >= vocab for s in sequences for t in s.token_ids):
+            return f"sequences.token_ids: ids must be in [0, {vocab})"
+        return None
+
+    @app.post("/train/step/chunk")
+    def train_chunk(req: TrainStepChunk):
+        """Stages one chunk of a step too large for one request; POST /train/step with `upload` trains the step."""
+        if req.index >= req.upload.chunks:
+            return error(400, f"index: {req.index} is not one of the upload's {req.upload.chunks} chunks")
+        if problem := refusal(req.sequences):
+            return error(400, problem)
+        staging.put(req.adapter, req.step, req.upload.id, req.index, req.upload.chunks, SEQUENCES.dump_json(req.sequences))
+        return {"staged": req.index, "chunks": req.upload.chunks}
+
     @app.post("/train/step")
     def train(req: TrainStepRequest):
-        if len(req.sequences) > limits.train_sequences:
-            return error(400, f"sequences: {len(req.sequences)} sequences exceed this server's limit of {limits.train_sequences}")
-        total = sum(len(s.token_ids) for s in req.sequences)
-        if total > limits.train_tokens:
-            return error(400, f"sequences: {total} tokens exceed this server's limit of {limits.train_tokens} per step")
-        longest = max(len(s.token_ids) for s in req.sequences)
-        if longest > base.max_context:
-            return error(400, f"sequences: a sequence of {longest} tokens exceeds the context of {base.max_context}")
-        vocab = base.model.config.vocab_size
-        if any(t < 0 or t >= vocab for s in req.sequences for t in s.token_ids):
-            return error(400, f"sequences.token_ids: ids must be in [0, {vocab})")
+        if bool(req.sequences) == (req.upload is not None):
+            return error(400, "sequences: give the step's sequences, or `upload` naming their staged chunks (one of the two)")
+        if req.upload is not None:
+            try:
+                chunks = staging.read(req.adapter, req.step, req.upload.id, req.upload.chunks)
+                req = req.model_copy(update={"sequences": [s for chunk in chunks for s in SEQUENCES.validate_json(chunk)]})
+            except IncompleteUpload as err:
+                return error(409, str(err))
+            finally:
+                staging.drop(req.adapter, req.step, req.upload.id)  # spent once asked for: a retry stages them again
+        if problem := refusal(req.sequences):
+            return error(400, problem)
         h = req.hyperparameters
-        loss = LossConfig(clip_low=h.clip_low, clip_high=h.clip_high, kl_coef=h.kl_coef, aggregation=h.loss_aggregation, objective=req.objective)
+        loss = LossConfig(clip_low=h.clip_low, clip_high=h.clip_high, kl_coef=h.kl_coef, aggregation=h.loss_aggregation,
+                          objective=req.objective, tis_imp_ratio_cap=h.tis_imp_ratio_cap)  # fmt: skip
         cfg = StepConfig(learning_rate=h.learning_rate, max_grad_norm=h.max_grad_norm, loss=loss, tokens_per_micro_batch=trainer.tokens_per_micro_batch)
-        sequences = [TrainSequence(**s.model_dump()) for s in req.sequences]
+        sequences = [TrainSequence(s.token_ids, s.mask, s.logprobs, s.advantage) for s in req.sequences]  # shared, not copied
         lora = LoraSettings(rank=req.lora.rank, alpha=req.lora.alpha, init_seed=req.lora.init_seed, init_from=req.lora.init_from)
-        digest = hashlib.sha256(req.model_dump_json(exclude={"keep_checkpoints"}).encode()).hexdigest()
+        # Over every sequence however they came (whole or staged): a retry gets the stored result, another request 409.
+        digest = hashlib.sha256(req.model_dump_json(exclude={"keep_checkpoints", "upload"}).encode()).hexdigest()
         try:
             return trainer.step(req.adapter, req.step, sequences, cfg, lora, req.keep_checkpoints, digest)
-        except StepConflict as err:
-            return error(409, str(err))
-        except Cancelled as err:
+        except (StepConflict, Cancelled) as err:
             return error(409, str(err))
         except FloatingPointError as err:
             return error(422, str(err))
+
+    @app.post("/checkpoints/probe")
+    def probe(req: ProbeRequest):
+        """A probe adapter of the run's LoRA rank under the checkpoint root, for a preflight to load on every
+        sampling host: it proves the host mounts this root at the same path and accepts the rank."""
+        return {"path": str(adapters.write_probe(req.rank).resolve())}
 
     @app.get("/train/progress/{adapter}")
     def progress(adapter: str):
@@ -353,7 +404,7 @@ def main(argv: list[str] | None = None):
                         help="base model dtype (auto: bf16 on a GPU or a CPU with AMX, else fp32)")  # fmt: skip
     parser.add_argument("--micro-batch-tokens", type=int, default=None,
                         help="padded tokens per training micro-batch: bounds training memory (default: 1024 on CPU, 16384 on GPU)")  # fmt: skip
-    parser.add_argument("--max-request-mb", type=int, default=256, help="largest request body accepted")
+    add_limit_flags(parser)
     parser.add_argument("--prefix-cache-mb", type=int, default=None,
                         help="keys/values of recent prompts kept for reuse (default: 256 on CPU, 8192 on GPU; 0: off)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -378,7 +429,7 @@ def main(argv: list[str] | None = None):
     sampler = Sampler(adapters, mode=mode, max_batch=args.max_batch, prefix_cache_mb=prefix_cache_mb)
     tokens_per_micro_batch = args.micro_batch_tokens or (16384 if base.device.type == "cuda" else 1024)
     trainer = Trainer(adapters, args.keep_checkpoints, tokens_per_micro_batch)
-    app = create_app(adapters, sampler, trainer, token, Limits(request_bytes=args.max_request_mb << 20))
+    app = create_app(adapters, sampler, trainer, token, limits_from_flags(args))
     dtype = next(base.model.parameters()).dtype
     print(f"evalrl model server: {model_path.name} on {base.device} ({dtype}), mode {mode}, resumed {resumed or 'nothing'}", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")

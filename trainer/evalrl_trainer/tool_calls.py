@@ -74,12 +74,38 @@ def _parse_call(block: str, tools: list[dict]) -> dict | None:
     return _as_call(obj) if EXTRA_CLOSING.fullmatch(block, end) else None
 
 
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+def split_thinking(text: str) -> tuple[str, str]:
+    """(thinking, answer): a reply's leading reasoning block (Qwen3's `<think>…</think>`) and what follows it. A
+    block the token limit cut off is all thinking; a block whose opening tag the prompt already holds ends at the
+    first `</think>`. Plain searches, linear in the text."""
+    start = len(text) - len(text.lstrip())
+    end = text.find(THINK_CLOSE, start)
+    if text.startswith(THINK_OPEN, start):
+        return (text, "") if end == -1 else (text[: end + len(THINK_CLOSE)], text[end + len(THINK_CLOSE) :])
+    if end != -1 and THINK_OPEN not in text[:end]:
+        return text[: end + len(THINK_CLOSE)], text[end + len(THINK_CLOSE) :]
+    return "", text
+
+
 def parse_tool_calls(text: str, tools: list[dict] | None = None) -> tuple[str | None, list[dict]]:
-    """(content, tool_calls): text outside the tool calls stays content; unparseable calls stay text.
+    """(content, tool_calls): text outside the tool calls stays content; unparseable calls stay text. A leading
+    think block is reasoning, not calls: a call written inside it is not made, and the block stays in the
+    content, where the chat template finds the reasoning again.
 
     A last call that is both unterminated and unparseable was cut off by the token limit: it is dropped and the
     complete calls before it stand (a small model often starts its next turn's call in the same reply).
     """
+    thinking, answer = split_thinking(text)
+    content, calls = _answer_calls(answer, tools)
+    if not calls:
+        return text, []
+    return (thinking + (content or "")).strip() or None, calls
+
+
+def _answer_calls(text: str, tools: list[dict] | None) -> tuple[str | None, list[dict]]:
     tagged = TAGGED.findall(text)
     if tagged:
         calls = []

@@ -23,7 +23,7 @@ class Sequence:
 class Batch:
     input_ids_BT: torch.Tensor  # (B, T) right-padded token ids
     mask_BT: torch.Tensor  # (B, T) 1 for tokens the model produced
-    old_logp_BT: torch.Tensor  # (B, T) sampler logprobs (0 where mask is 0)
+    sampler_logp_BT: torch.Tensor  # (B, T) sampler logprobs (0 where mask is 0)
     adv_B: torch.Tensor  # (B,)
 
 
@@ -67,6 +67,10 @@ def collate(sequences: list[Sequence], device: torch.device) -> Batch:
     return Batch(ids.to(device), mask.to(device), old.to(device), adv.to(device))
 
 
+# Token-weighted means over the step's produced tokens, summed over micro-batches by their share of them.
+TOKEN_MEANS = ("clip_fraction", "approx_kl_old", "kl_ref", "mismatch_kl", "is_weight_mean", "is_capped_fraction")
+
+
 @contextmanager
 def activation_checkpointing(model, enabled: bool):
     lm = causal_lm(model)
@@ -93,9 +97,8 @@ def train_step(
     started = time.perf_counter()
     tokens = float(sum(sum(s.mask) for s in sequences))
     if cfg.loss.kl_coef == 0 and all(s.advantage == 0 for s in sequences):
-        return {"loss": 0.0, "clip_fraction": 0.0, "approx_kl_old": 0.0, "kl_ref": 0.0, "entropy": 0.0, "grad_norm": 0.0,
-                "update_norm": 0.0, "tokens": tokens, "micro_batches": 0, "no_signal": True,
-                "seconds": time.perf_counter() - started}  # fmt: skip
+        return {"loss": 0.0, **dict.fromkeys(TOKEN_MEANS, 0.0), "entropy": 0.0, "grad_norm": 0.0, "update_norm": 0.0,
+                "tokens": tokens, "micro_batches": 0, "no_signal": True, "seconds": time.perf_counter() - started}  # fmt: skip
     device = next(model.parameters()).device
     for group in optimizer.param_groups:
         group["lr"] = cfg.learning_rate
@@ -104,7 +107,7 @@ def train_step(
     normaliser = loss_normaliser(tokens, len(sequences), longest, cfg.loss.aggregation)
     plan = plan_micro_batches([len(s.token_ids) for s in sequences], cfg.tokens_per_micro_batch)
     optimizer.zero_grad(set_to_none=True)
-    totals = {"loss": 0.0, "clip_fraction": 0.0, "approx_kl_old": 0.0, "kl_ref": 0.0, "entropy": 0.0}
+    totals = {"loss": 0.0, **dict.fromkeys(TOKEN_MEANS, 0.0), "entropy": 0.0}
     model.train()
     for i, indices in enumerate(plan):
         batch = collate([sequences[j] for j in indices], device)
@@ -114,11 +117,11 @@ def train_step(
                 with torch.no_grad(), model.disable_adapter():
                     ref, _ = token_logprobs(model, batch.input_ids_BT, needed_BT=batch.mask_BT)
             logp, entropy = token_logprobs(model, batch.input_ids_BT, needed_BT=batch.mask_BT, with_entropy=True)
-            loss, m = grpo_loss(logp, batch.old_logp_BT, batch.mask_BT, batch.adv_B, cfg.loss, normaliser, ref)
+            loss, m = grpo_loss(logp, batch.sampler_logp_BT, batch.mask_BT, batch.adv_B, cfg.loss, normaliser, ref)
             loss.backward()
             share = float(m["tokens"]) / max(tokens, 1.0)  # token-weighted means across micro-batches
             totals["loss"] += float(loss.detach())
-            for key in ("clip_fraction", "approx_kl_old", "kl_ref"):
+            for key in TOKEN_MEANS:
                 totals[key] += float(m[key]) * share
             totals["entropy"] += float((entropy * batch.mask_BT).sum()) / max(tokens, 1.0)
         on_micro_batch(i + 1, len(plan))

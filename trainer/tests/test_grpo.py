@@ -152,3 +152,62 @@ def test_sft_objective_is_the_advantage_weighted_negative_log_likelihood():
     assert math.isclose(loss.item(), (2.0 + 3.0) / 2)
     loss.backward()
     assert logp.grad.tolist() == [[0.0, -0.5, -0.5]]
+
+
+def test_tis_weights_each_token_by_the_trainer_sampler_ratio_capped():
+    """With a cap the ratio's old policy is the trainer's own logprobs (ratio 1, nothing clipped) and each
+    token's gradient is -min(π_trainer / π_sampler, cap)·A / normaliser."""
+    logp = torch.tensor([[-1.0, -0.5, -2.0]], requires_grad=True)
+    sampler = torch.tensor([[-1.0, -0.5 - math.log(5.0), -2.0 + math.log(2.0)]])  # π_trainer / π_sampler: 1, 5, 0.5
+    loss, metrics = grpo_loss(logp, sampler, torch.ones(1, 3), torch.tensor([2.0]), LossConfig(tis_imp_ratio_cap=2.0), 3.0)
+    loss.backward()
+    weights = torch.tensor([[1.0, 2.0, 0.5]])  # the 5 is capped at 2
+    assert math.isclose(loss.item(), -(weights.sum() * 2.0 / 3.0).item(), rel_tol=1e-6)
+    assert torch.allclose(logp.grad, -weights * 2.0 / 3.0)
+    assert math.isclose(metrics["is_weight_mean"].item(), 3.5 / 3, rel_tol=1e-6)
+    assert math.isclose(metrics["is_capped_fraction"].item(), 1 / 3, rel_tol=1e-6)
+    assert metrics["clip_fraction"].item() == 0 and metrics["approx_kl_old"].item() == 0
+
+
+def test_tis_is_the_identity_and_the_mismatch_zero_when_sampler_and_trainer_agree():
+    trainer = torch.tensor([[-1.0, -0.5, -2.0], [-0.3, -1.2, -0.7]])
+    mask = torch.tensor([[0.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    runs = []
+    for cap in (0.0, 2.0):
+        logp = trainer.clone().requires_grad_(True)
+        loss, metrics = grpo_loss(logp, trainer, mask, torch.tensor([1.0, -2.0]), LossConfig(tis_imp_ratio_cap=cap), 5.0)
+        loss.backward()
+        runs.append((loss.item(), logp.grad, metrics))
+    (off_loss, off_grad, off), (on_loss, on_grad, on) = runs
+    assert on_loss == off_loss and torch.equal(on_grad, off_grad)
+    for m in (off, on):
+        assert (m["mismatch_kl"].item(), m["is_weight_mean"].item(), m["is_capped_fraction"].item()) == (0.0, 1.0, 0.0)
+
+
+def test_the_mismatch_is_positive_when_they_differ_whether_or_not_tis_is_on():
+    trainer = torch.tensor([[-1.0, -0.5]])
+    sampler = torch.tensor([[-1.3, -0.2]])
+    kls = [
+        grpo_loss(trainer, sampler, torch.ones(1, 2), torch.ones(1), LossConfig(tis_imp_ratio_cap=cap), 2.0)[1]["mismatch_kl"].item()
+        for cap in (0.0, 2.0)
+    ]
+    by_hand = sum(math.exp(d) - d - 1 for d in (0.3, -0.3)) / 2  # k3 of KL(sampler ‖ trainer)
+    assert by_hand > 0 and kls[0] == kls[1] and math.isclose(kls[0], by_hand, rel_tol=1e-5)
+
+
+def test_a_step_reports_the_mismatch_it_corrects(tiny_base):
+    """A sampler less sure of its tokens than the trainer by 1 nat each: r = e on every token, capped at 2."""
+    torch.manual_seed(0)
+    model = with_lora(tiny_base.model, LoraSettings(rank=4, alpha=8))
+    ids = torch.randint(0, 1000, (1, 12))
+    mask = torch.zeros(1, 12)
+    mask[:, 6:] = 1
+    with torch.no_grad():
+        trainer, _ = token_logprobs(model, ids)
+    sequence = Sequence(ids[0].tolist(), mask[0].int().tolist(), ((trainer - 1.0) * mask)[0].tolist(), 1.0)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    cfg = StepConfig(learning_rate=1e-2, max_grad_norm=100.0, loss=LossConfig(tis_imp_ratio_cap=2.0))
+    metrics = train_step(model, optimizer, [sequence], cfg)
+    assert math.isclose(metrics["mismatch_kl"], math.e - 2.0, rel_tol=1e-4)
+    assert metrics["is_capped_fraction"] == 1.0 and math.isclose(metrics["is_weight_mean"], 2.0, rel_tol=1e-6)
+    assert metrics["update_norm"] > 0

@@ -273,3 +273,15 @@ def test_a_request_whose_adapter_was_unloaded_while_it_waited_fails_alone(tiny_b
         adapters.unload("policy@step-0")
     assert len(kept.result(timeout=60).token_ids) > 0
     assert gone.exception(timeout=60) is not None
+
+
+def test_top_k_and_min_p_truncate_the_tempered_distribution_as_vllm_does():
+    torch = __import__("torch")
+    logits = torch.tensor([3.0, 2.0, 1.0, 0.0, -1.0])
+    g = torch.Generator().manual_seed(0)
+    draw = lambda **kw: {Sampler._sample(logits, SampleRequest([1], None, 1, temperature=5.0, **kw), g) for _ in range(400)}  # noqa: E731
+    assert draw() == {0, 1, 2, 3, 4}  # hot enough that every token is drawn
+    assert draw(top_k=2) == {0, 1}
+    assert draw(top_k=-1) == draw(top_k=0) == {0, 1, 2, 3, 4}  # both mean "keep all", as in vLLM
+    # min_p keeps tokens whose tempered probability is at least min_p × the largest: exp(-0.2k) ≥ 0.7 → k ≤ 1
+    assert draw(min_p=0.7) == {0, 1}

@@ -1,4 +1,6 @@
+import json
 import math
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -95,7 +97,7 @@ def test_a_step_is_addressed_as_the_trained_adapter_a_published_copy_or_its_chec
 
 
 def test_adapter_loading_answers_as_vllm_does(server):
-    """vLLM 0.34.0's load/unload: plain-text success, 400 for a name it holds unless load_inplace, 404 for
+    """vLLM 0.33.0's load/unload: plain-text success, 400 for a name it holds unless load_inplace, 404 for
     unloading a name it does not hold."""
     client, _, root = server
     body = {"adapter": "policy", "step": 1, "sequences": [sequence(1.0), sequence(-1.0)], "lora": {"rank": 4, "alpha": 8}}
@@ -200,3 +202,15 @@ def test_a_malformed_tool_call_in_the_history_is_rendered_not_a_500(server):
     ]  # fmt: skip
     r = client.post("/v1/chat/completions", json={"messages": messages, "max_tokens": 2})
     assert r.status_code == 200, r.text
+
+
+def test_a_probe_adapter_of_the_asked_rank_is_written_under_the_checkpoint_root_and_loads(server):
+    """What `evalrl preflight` asks the trainer for, and each sampler then loads from the shared folder."""
+    client, _, root = server
+    path = Path(client.post("/checkpoints/probe", json={"rank": 8}).json()["path"])
+    assert path.is_relative_to(root.resolve()) and json.loads((path / "adapter_config.json").read_text())["r"] == 8
+    loaded = client.post("/v1/load_lora_adapter", json={"lora_name": "evalrl-preflight-1", "lora_path": str(path)})
+    assert loaded.status_code == 200
+    assert client.post("/v1/chat/completions", json={"model": "evalrl-preflight-1", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}).status_code == 200
+    ids = [m["id"] for m in client.get("/v1/models").json()["data"]]
+    assert not any(i.startswith("probe") for i in ids)  # written, then dropped from the trainer's memory
