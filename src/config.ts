@@ -1,7 +1,9 @@
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from './configError';
+import { addSecret } from './redact';
 import { loadTemporalConfig, temporalEnvShape, type TemporalConfig } from './temporalConnection';
 import type { TeacherEndpoint } from './reward/teacherClient';
 
@@ -57,8 +59,45 @@ export interface Config {
   gpuHost: string;
 }
 
-const LOCAL_PG_USER = 'evalrl';
+/** The embedded cluster's roles: the app connects as the database's owner, not a superuser; the superuser (the
+ * cluster's bootstrap role) is used only by `up`, for setup. Their passwords: localPostgresSecretsFile. */
+const LOCAL_PG_USER = 'evalrl_app';
+const LOCAL_PG_SUPERUSER = 'evalrl';
 const LOCAL_PG_DATABASE = 'evalrl';
+
+/** The embedded cluster's generated passwords (JSON `{ superuser, app }`), mode 0600, made by `up`. */
+export const localPostgresSecretsFile = (dataDir: string) => path.join(dataDir, 'postgres-secrets.json');
+
+export interface LocalPostgresSecrets {
+  superuser: string;
+  app: string;
+}
+
+/** The embedded cluster's passwords, where `up` made them (undefined before the first `up`); redacted from now on. */
+export function readLocalPostgresSecrets(dataDir: string): LocalPostgresSecrets | undefined {
+  let secrets: LocalPostgresSecrets;
+  try {
+    secrets = JSON.parse(fs.readFileSync(localPostgresSecretsFile(dataDir), 'utf8')) as LocalPostgresSecrets;
+  } catch {
+    return undefined;
+  }
+  if (typeof secrets.superuser !== 'string' || typeof secrets.app !== 'string') return undefined;
+  addSecret(secrets.superuser);
+  addSecret(secrets.app);
+  return secrets;
+}
+
+/** The embedded cluster's URL for a role (the app's by default), with its password where there is one. */
+export function localPostgresUrl(
+  port: number,
+  password?: string,
+  role: 'app' | 'superuser' = 'app',
+  database = LOCAL_PG_DATABASE,
+): string {
+  const user = role === 'app' ? LOCAL_PG_USER : LOCAL_PG_SUPERUSER;
+  const auth = password ? `${user}:${encodeURIComponent(password)}` : user;
+  return `postgres://${auth}@127.0.0.1:${port}/${database}`;
+}
 
 /** Reads and validates the environment; throws ConfigError naming the first bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -87,7 +126,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     }),
     postgres: {
       external: e.DATABASE_URL !== undefined,
-      url: e.DATABASE_URL ?? `postgres://${LOCAL_PG_USER}@127.0.0.1:${e.EVALRL_PG_PORT}/${LOCAL_PG_DATABASE}`,
+      url: e.DATABASE_URL ?? localPostgresUrl(e.EVALRL_PG_PORT, readLocalPostgresSecrets(dataDir)?.app),
       port: e.EVALRL_PG_PORT,
     },
     modelServer: { url: e.EVALRL_MODEL_SERVER_URL, token: e.EVALRL_MODEL_SERVER_TOKEN },
@@ -105,4 +144,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
 }
 
-export const localPostgres = { user: LOCAL_PG_USER, database: LOCAL_PG_DATABASE };
+export const localPostgres = {
+  user: LOCAL_PG_USER,
+  superuser: LOCAL_PG_SUPERUSER,
+  database: LOCAL_PG_DATABASE,
+};

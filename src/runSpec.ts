@@ -9,11 +9,36 @@ const adapterName = z.string().regex(/^[A-Za-z][A-Za-z0-9_-]{0,57}$/, 'letters, 
 /** A checkpoint to start from: `name@step-N`. */
 const checkpointAddress = z.string().regex(/^[A-Za-z][A-Za-z0-9_-]{0,63}@step-\d+$/, 'expected name@step-N');
 
+/**
+ * Temporal's limits that a GRPO step meets (self-hosted defaults, docs.temporal.io/self-hosted-guide/defaults):
+ * a step schedules one rollout (then one reward) activity per task, all at once — at most 2,000 pending
+ * activities per workflow (limit.numPendingActivities.error) — and passes every sample of the step (a stored
+ * sample's reference and rewards, under 128 bytes as JSON) to one activity — at most 2 MiB per payload.
+ */
+export const TEMPORAL_MAX_PENDING_ACTIVITIES = 2000;
+export const TEMPORAL_MAX_PAYLOAD_BYTES = 2 * 1024 * 1024;
+const BYTES_PER_SAMPLE = 128;
+export const MAX_SAMPLES_PER_STEP = TEMPORAL_MAX_PAYLOAD_BYTES / BYTES_PER_SAMPLE; // 16,384
+
 const grpoStageSchema = z.strictObject({
   enabled: z.boolean().default(true),
   steps: z.number().int().min(1),
-  tasksPerStep: z.number().int().min(1),
-  groupSize: z.number().int().min(2, 'GRPO needs at least 2 samples per group'),
+  tasksPerStep: z
+    .number()
+    .int()
+    .min(1)
+    .max(
+      TEMPORAL_MAX_PENDING_ACTIVITIES,
+      `at most ${TEMPORAL_MAX_PENDING_ACTIVITIES}: each task is one pending activity and Temporal fails a workflow with more than ${TEMPORAL_MAX_PENDING_ACTIVITIES} (limit.numPendingActivities.error)`,
+    ),
+  groupSize: z
+    .number()
+    .int()
+    .min(2, 'GRPO needs at least 2 samples per group')
+    .max(
+      MAX_SAMPLES_PER_STEP,
+      `at most ${MAX_SAMPLES_PER_STEP}: a step's samples travel in one Temporal payload, at most 2 MiB`,
+    ),
   hyperparameters: hyperparametersSchema.prefault({}),
   divideByStd: z.boolean().default(true),
   dynamicSampling: z
@@ -125,7 +150,12 @@ export const runSpecSchema = z.strictObject({
       baseline: z.boolean().default(true),
     })
     .prefault({}),
-  checkpoints: z.strictObject({ keepLast: z.number().int().min(0).default(0) }).prefault({}),
+  /**
+   * Each adapter keeps its newest `keepLast` steps and step 0 (0: all; a 4B model's step is ~400 MB). What a run
+   * reads back is always an adapter's newest step: a warm start's final step (a GRPO stage's `initFrom`), a
+   * stage's last step (its evaluations), the step before the one training (its rollouts).
+   */
+  checkpoints: z.strictObject({ keepLast: z.number().int().min(0).default(5) }).prefault({}),
   continueAsNewEverySteps: z.number().int().min(1).default(10),
   /** Retry budget and liveness of every activity; a stage that exhausts it waits in `blocked`. */
   activities: z
@@ -169,6 +199,15 @@ export function parseRunSpec(value: unknown, source = 'run spec'): RunSpec {
     problems.push(
       'judge.weight: a reference-free reward needs the judge (weight > 0): nothing else grades answers',
     );
+  for (const stage of ['rewardModel', 'policy'] as const) {
+    const g = spec.stages[stage];
+    const rounds = g.dynamicSampling.enabled ? 1 + g.dynamicSampling.maxTopUps : 1;
+    const samples = g.tasksPerStep * g.groupSize * rounds;
+    if (g.enabled && samples > MAX_SAMPLES_PER_STEP)
+      problems.push(
+        `stages.${stage}: tasksPerStep × groupSize${rounds > 1 ? ' × (1 + dynamicSampling.maxTopUps)' : ''} = ${samples} samples per step, more than ${MAX_SAMPLES_PER_STEP}: they travel in one Temporal payload, at most 2 MiB`,
+      );
+  }
   if (problems.length) throw new RunSpecError(source, problems);
   return spec;
 }

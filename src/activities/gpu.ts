@@ -42,18 +42,27 @@ export function createGpuActivities(store: Store, modelServer: ModelServerClient
           input.hyperparameters.kl_coef > 0 ? sequences : sequences.filter((s) => s.advantage !== 0);
         const request = useful.length > 0 ? useful : sequences;
         if (request.length === 0) throw new DataError(`step ${input.step}: no sampled tokens to train on`);
-        for (;;) {
-          const progress = await modelServer.trainProgress(input.adapter);
-          context.heartbeat(progress);
-          if (!progress.running) break;
-          await sleep(2000);
-        }
-        const beat = setInterval(
-          async () =>
-            context.heartbeat(await modelServer.trainProgress(input.adapter).catch(() => undefined)),
-          5000,
-        );
+        // Heartbeats every 5 s whatever the server does: a call that waits for a restarting server (the client
+        // waits up to its unreachable budget) must not time the activity out. Each beat sends the last progress.
+        let last: unknown;
+        let refreshing = false;
+        const beat = setInterval(() => {
+          context.heartbeat(last);
+          if (refreshing) return;
+          refreshing = true;
+          modelServer
+            .trainProgress(input.adapter)
+            .then((p) => (last = p))
+            .catch(() => undefined)
+            .finally(() => (refreshing = false));
+        }, 5000);
         try {
+          for (;;) {
+            const progress = await modelServer.trainProgress(input.adapter);
+            context.heartbeat((last = progress));
+            if (!progress.running) break;
+            await sleep(2000);
+          }
           return await modelServer.trainStep({
             adapter: input.adapter,
             step: input.step,

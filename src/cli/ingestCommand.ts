@@ -67,6 +67,7 @@ export function registerIngestCommand(program: Command) {
         `read ${report.read} messages from ${source} (${format}) in ${report.seconds.toFixed(1)}s`,
         `stored ${report.stored}, duplicates ${report.duplicates}, rejected ${report.rejected}, already ingested ${report.alreadyIngested}`,
         ...report.rejects.map((r) => `  rejected ${r.source}: ${r.reason}`),
+        ...report.notes.map((n) => `  kept ${n.source}, repaired: ${n.note}`),
       ]);
     });
 }

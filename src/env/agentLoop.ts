@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import OpenAI from 'openai';
 import type { ChatMessage, ToolCall } from '../modelServer/schemas';
 import { chatTemplateKwargs, sentBack } from './thinking';
@@ -180,6 +181,37 @@ async function complete(
   turn: number,
   signal?: AbortSignal,
 ): Promise<OpenAI.Chat.Completions.ChatCompletion | 'context_budget'> {
+  const started = Date.now();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await completeOnce(llm, messages, tools, s, maxTokens, turn, signal);
+    } catch (err) {
+      // A sampler that is busy (429: its queue or its concurrent requests are full) did no work: wait as it
+      // asks (Retry-After) or back off, within BUSY_BUDGET_MS, instead of failing the episode as a bad request.
+      if (!(err instanceof OpenAI.APIError) || err.status !== 429) throw err;
+      const asked = Number(err.headers?.get?.('retry-after'));
+      const wait =
+        Number.isFinite(asked) && asked > 0
+          ? Math.min(asked, 30) * 1000
+          : Math.min(5000, 500 * 2 ** (attempt - 1));
+      if (Date.now() - started + wait > BUSY_BUDGET_MS || signal?.aborted) throw err;
+      await sleep(wait, undefined, { signal });
+    }
+  }
+}
+
+/** How long one turn waits while the sampler answers 429. */
+export const BUSY_BUDGET_MS = 60_000;
+
+async function completeOnce(
+  llm: OpenAI,
+  messages: ChatMessage[],
+  tools: ToolSpec[],
+  s: LoopSettings,
+  maxTokens: number,
+  turn: number,
+  signal?: AbortSignal,
+): Promise<OpenAI.Chat.Completions.ChatCompletion | 'context_budget'> {
   try {
     return await llm.chat.completions.create(
       {
@@ -198,7 +230,14 @@ async function complete(
       { timeout: s.timeoutMs, maxRetries: 0, signal },
     );
   } catch (err) {
-    if (err instanceof OpenAI.APIError && err.status !== undefined && err.status >= 400 && err.status < 500) {
+    const busy = err instanceof OpenAI.APIError && err.status === 429; // retried by complete()
+    if (
+      err instanceof OpenAI.APIError &&
+      err.status !== undefined &&
+      err.status >= 400 &&
+      err.status < 500 &&
+      !busy
+    ) {
       if (isContextOverflow(err.message)) return 'context_budget';
       throw new BadSamplingRequest(`sampler refused the request (${err.status}): ${err.message}`);
     }

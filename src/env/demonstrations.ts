@@ -9,7 +9,7 @@ import type { ChatMessage } from '../modelServer/schemas';
 import type { Judgement, JudgeSettings } from '../reward/judge';
 import { episodeSummary, judgeSystemPrompt, skillsFor, skillText } from '../reward/judge';
 import { aggregate } from '../reward/aggregate';
-import { addressesIn, datesIn, normalise } from '../reward/answerMatch';
+import { addressesIn, datesIn, normalise, shiftDay } from '../reward/answerMatch';
 import type { Skill } from '../reward/skills';
 import { runVerifier, type VerifierResult } from '../reward/verifiers';
 import type { QuestionContext } from '../store/questions';
@@ -33,8 +33,7 @@ const words = (text: string) => [
       .filter((w) => /^[a-z0-9][a-z0-9'&.-]{1,}$/.test(w) && !STOP.has(w)),
   ),
 ];
-const nextDay = (day: string) =>
-  new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000).toISOString().slice(0, 10);
+const nextDay = (day: string) => shiftDay(day, 1);
 
 /**
  * Searches an agent could make from the question alone, most specific first: the words of the subject it
@@ -49,9 +48,13 @@ export function searchCandidates(
   const quoted = [...question.matchAll(/"([^"]{2,200})"/g)].flatMap((m) => [
     words(m[1]).filter((w) => inGold.has(w)),
   ]);
-  const loose = words(question.replace(/"[^"]*"/g, ' ').replace(/\S+@\S+/g, ' ')).filter(
-    (w) => inGold.has(w) && !/^\d{4}-\d{2}-\d{2}$/.test(w),
-  );
+  const loose = words(
+    question
+      .replace(/"[^"]*"/g, ' ')
+      .split(/\s+/)
+      .filter((w) => !w.includes('@'))
+      .join(' '),
+  ).filter((w) => inGold.has(w) && !/^\d{4}-\d{2}-\d{2}$/.test(w));
   const [day] = datesIn(question);
   const candidates: SearchArgs[] = [];
   for (const k of [...quoted, loose])
@@ -59,7 +62,9 @@ export function searchCandidates(
   if (!filters) return candidates;
   for (const from of addressesIn(question))
     candidates.push(
-      day ? { keywords: [], from, sent_after: day, sent_before: nextDay(day) } : { keywords: [], from },
+      day && nextDay(day)
+        ? { keywords: [], from, sent_after: day, sent_before: nextDay(day) ?? undefined }
+        : { keywords: [], from },
     );
   return candidates;
 }

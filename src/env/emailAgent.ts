@@ -4,6 +4,7 @@ import type { ChatMessage, ToolCall } from '../modelServer/schemas';
 import { agentLoop, type LoopSettings } from './agentLoop';
 import { EMAIL_TOOLS, MessageHandles, runEmailTool, type ToolLimits } from './emailTools';
 import { initialFacts, type Trajectory } from './trajectory';
+import { isoDay } from '../reward/answerMatch';
 
 export interface EpisodeQuestion {
   question: string;
@@ -26,7 +27,7 @@ export function systemPrompt(q: EpisodeQuestion): string {
     'You are an email search agent. Find the answer to the user question with search_emails and read_email,',
     'then call return_final_answer with a short answer and the ids of the emails it comes from. If you cannot',
     'find it, answer "I don\'t know". Always reply with exactly one tool call.',
-    `The mailbox is ${q.inboxAddress ?? q.inbox}'s. Today is ${q.queryDate.toISOString().slice(0, 10)}.`,
+    `The mailbox is ${q.inboxAddress ?? q.inbox}'s. Today is ${isoDay(q.queryDate) || 'unknown'}.`,
   ].join(' ');
 }
 

@@ -14,25 +14,40 @@ export const finalAnswerSchema = z.object({
 /**
  * Short, episode-local names for messages ("m1", "m2", …) in what the model sees and writes. Message-IDs
  * are long (`<12894499.1075861197577.JavaMail.evans@thyme>`) and a small model copies them wrong; the
- * episode's facts keep the real ids. An id the model writes out in full is accepted too.
+ * episode's facts keep the real ids. An id the model writes out in full is accepted too (it reads the first
+ * email stored under it). A handle names one stored email: two different emails of an inbox that share a
+ * Message-ID get two handles, each read back as itself, while the facts record their common Message-ID.
  */
 export class MessageHandles {
-  private readonly ids = new Map<string, string>();
-  private readonly handles = new Map<string, string>();
+  private readonly targets = new Map<string, { messageId: string; emailId?: string }>();
+  private readonly handles = new Map<string, string>(); // messageId, or messageId NUL emailId → handle
+  private readonly firstOf = new Map<string, string>(); // messageId → the first handle it was given
 
-  handle(messageId: string): string {
-    let h = this.handles.get(messageId);
+  /** The handle of an email (`emailId` tells apart emails sharing the Message-ID; without it, its first handle). */
+  handle(messageId: string, emailId?: string): string {
+    if (emailId === undefined) {
+      const first = this.firstOf.get(messageId);
+      if (first) return first;
+    }
+    const key = emailId === undefined ? messageId : `${messageId}\u0000${emailId}`;
+    let h = this.handles.get(key);
     if (!h) {
-      h = `m${this.handles.size + 1}`;
-      this.handles.set(messageId, h);
-      this.ids.set(h, messageId);
+      h = `m${this.targets.size + 1}`;
+      this.handles.set(key, h);
+      this.targets.set(h, { messageId, emailId });
+      if (!this.firstOf.has(messageId)) this.firstOf.set(messageId, h);
     }
     return h;
   }
 
-  /** The message a reference names: a handle, else the text itself (a full id, or an invention). */
+  /** The Message-ID a reference names: a handle's, else the text itself (a full id, or an invention). */
   resolve(reference: string): string {
-    return this.ids.get(reference.trim()) ?? reference.trim();
+    return this.target(reference).messageId;
+  }
+
+  /** The email a reference names: its Message-ID and, for a handle, which stored email it is. */
+  target(reference: string): { messageId: string; emailId?: string } {
+    return this.targets.get(reference.trim()) ?? { messageId: reference.trim() };
   }
 }
 
@@ -111,14 +126,15 @@ export async function runEmailTool(
       ? hits
           .map(
             (h) =>
-              `${handles.handle(h.message_id)} | ${h.date.slice(0, 10)} | ${h.from} | ${h.subject} | ${h.snippet}`,
+              `${handles.handle(h.message_id, h.email_id)} | ${h.date.slice(0, 10)} | ${h.from} | ${h.subject} | ${h.snippet}`,
           )
           .join('\n')
       : 'No email matches every keyword.';
     return { kind: 'result', content, searchedIds: hits.map((h) => h.message_id) };
   }
   const { message_id } = parsed.data as z.infer<typeof readArgsSchema>;
-  const email = await mailbox.read(scope, handles.resolve(message_id));
+  const target = handles.target(message_id);
+  const email = await mailbox.read(scope, target.messageId, target.emailId);
   if (!email)
     return { kind: 'result', content: `Error: no email with id ${message_id.slice(0, 200)} in this inbox.` };
   const body =
@@ -126,7 +142,7 @@ export async function runEmailTool(
       ? `${email.body.slice(0, limits.bodyChars)}\n[truncated]`
       : email.body;
   const content = [
-    `id: ${handles.handle(email.message_id)}`,
+    `id: ${handles.handle(email.message_id, email.email_id)}`,
     `from: ${email.from}`,
     `to: ${[...email.to].join(', ')}`,
     ...(email.cc.length ? [`cc: ${email.cc.join(', ')}`] : []),

@@ -8,7 +8,7 @@ import pLimit from 'p-limit';
 import type { SampleHooks, Split } from '../grpo/env';
 import { sampleTasks } from '../grpo/sampleTasks';
 import type { Mailbox } from '../mail/search';
-import { addressesIn, datesIn, normalise } from '../reward/answerMatch';
+import { addressesIn, datesIn, normalise, shiftDay } from '../reward/answerMatch';
 import { deterministicReward, type RewardWeights } from '../reward/deterministic';
 import { candidateStage, type EpisodeKey, type StoredEpisode } from '../store/episodes';
 import type { QuestionContext } from '../store/questions';
@@ -181,10 +181,7 @@ export function wrongAnswer(answer: string, addresses: string[], texts: string[]
     return other ? answer.replace(new RegExp(escape(own[0]), 'i'), other) : null;
   }
   const [date] = datesIn(answer);
-  if (date) {
-    const shifted = new Date(Date.parse(`${date}T00:00:00Z`) + 86_400_000 * 3);
-    return shifted.toISOString().slice(0, 10);
-  }
+  if (date) return shiftDay(date, 3);
   const money = /\$\s?([\d,]+(?:\.\d+)?)/.exec(answer);
   if (money) {
     const value = Number(money[1].replace(/,/g, '')) * 10;
@@ -192,7 +189,7 @@ export function wrongAnswer(answer: string, addresses: string[], texts: string[]
   }
   // Other emails' subjects the agent saw: search hits (`id | date | from | subject | snippet`), read emails.
   const subjects = texts.flatMap((text) => [
-    ...[...text.matchAll(/^m\d+ \| [^|]* \| [^|]* \| ([^|]{6,120}) \|/gm)].map((m) => m[1].trim()),
+    ...[...text.matchAll(/^m\d+ \| [^|\n]* \| [^|\n]* \| ([^|\n]{6,120}) \|/gm)].map((m) => m[1].trim()),
     ...[...text.matchAll(/^subject: (.{6,120})$/gm)].map((m) => m[1].trim()),
   ]);
   return subjects.find((s) => normalise(s) !== normalise(answer)) ?? null;
@@ -202,7 +199,11 @@ const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 function safeParse(text: string): Record<string, unknown> {
   try {
-    return JSON.parse(text) as Record<string, unknown>;
+    const value: unknown = JSON.parse(text);
+    JSON.stringify(value); // model JSON nested too deep to write back (RangeError) is no arguments
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : {};
   } catch {
     return {};
   }

@@ -23,7 +23,7 @@ export function questionPrompt(ownerAddress: string, emails: InboxEmail[]): stri
       [
         `<email message_id="${e.messageId}">`,
         `From: ${e.fromAddress}`,
-        `Date: ${e.date.toISOString()}`,
+        `Date: ${Number.isNaN(e.date.getTime()) ? 'unknown' : e.date.toISOString()}`,
         `Subject: ${e.subject}`,
         e.body.slice(0, BODY_CHARS),
         '</email>',

@@ -1,5 +1,12 @@
 import PostalMime from 'postal-mime';
-import { emailSchema, MAX_MESSAGE_BYTES, type Address, type ParseResult, type RawMessage } from './email';
+import {
+  emailSchema,
+  MAX_MESSAGE_BYTES,
+  repairEmail,
+  type Address,
+  type ParseResult,
+  type RawMessage,
+} from './email';
 
 type PostalAddress = { address?: string; name?: string; group?: PostalAddress[] };
 
@@ -22,16 +29,17 @@ export async function parseMessage(message: RawMessage): Promise<ParseResult> {
     return {
       ...origin,
       ok: false,
-      reason: `${message.oversize} bytes, over the ${MAX_MESSAGE_BYTES}-byte cap`,
+      reason: message.reason ?? `${message.oversize} bytes, over the ${MAX_MESSAGE_BYTES}-byte cap`,
     };
   try {
     const candidate = 'json' in message ? message.json : await parseRfc822(message.raw);
+    const notes = repairEmail(candidate);
     const parsed = emailSchema.safeParse(candidate);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
       return { ...origin, ok: false, reason: `${issue.path.join('.') || 'email'}: ${issue.message}` };
     }
-    return { ...origin, ok: true, email: parsed.data };
+    return { ...origin, ok: true, email: parsed.data, ...(notes.length ? { notes } : {}) };
   } catch (err) {
     return { ...origin, ok: false, reason: `unparseable: ${(err as Error).message}` };
   }

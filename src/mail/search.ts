@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isCalendarDay } from '../reward/answerMatch';
 
 /** What the environment fixes for an episode: whose mailbox, and "today" (mail after it is invisible). */
 export interface MailboxScope {
@@ -11,7 +12,10 @@ export interface MailboxScope {
 const isoDate = z
   .string()
   .max(40)
-  .refine((s) => /^\d{4}-\d{2}-\d{2}/.test(s) && !Number.isNaN(Date.parse(s)), 'expected a date, YYYY-MM-DD');
+  .refine((s) => {
+    const m = /^(\d{4})-(\d{2})-(\d{2})/.exec(s); // a day that exists: V8 reads 2001-02-30 as March 2
+    return !!m && isCalendarDay(Number(m[1]), Number(m[2]), Number(m[3])) && !Number.isNaN(Date.parse(s));
+  }, 'expected a date, YYYY-MM-DD');
 
 /** Arguments the model gives to search_emails (the inbox and query date come from the scope, not the model). */
 export const searchArgsSchema = z.object({
@@ -30,6 +34,8 @@ export const readArgsSchema = z.object({
 
 export interface SearchHit {
   message_id: string;
+  /** Which stored email this is (two emails of one inbox can share a Message-ID); read_email takes it back. */
+  email_id?: string;
   subject: string;
   from: string;
   date: string;
@@ -38,6 +44,7 @@ export interface SearchHit {
 
 export interface FullEmail {
   message_id: string;
+  email_id?: string;
   subject: string;
   from: string;
   date: string;
@@ -50,5 +57,6 @@ export interface FullEmail {
 /** What the agent's and the judge's tools read mail through (src/store/mailbox.ts implements it). */
 export interface Mailbox {
   search(scope: MailboxScope, args: SearchArgs): Promise<SearchHit[]>;
-  read(scope: MailboxScope, messageId: string): Promise<FullEmail | null>;
+  /** `emailId` (a hit's email_id) picks one of several emails sharing the Message-ID; else the first stored. */
+  read(scope: MailboxScope, messageId: string, emailId?: string): Promise<FullEmail | null>;
 }

@@ -1,3 +1,4 @@
+import { isoDay } from '../reward/answerMatch';
 import { givesAwayAnswer, type Question } from './question';
 
 /** The fields of one mailbox email that the templates read. */
@@ -14,7 +15,6 @@ const AMOUNT = /\$\s?\d{1,3}(?:,\d{3})+(?:\.\d{2})?|\$\s?\d+(?:\.\d{2})?(?:\s?(?
 const MONTHS = 'January|February|March|April|May|June|July|August|September|October|November|December';
 const STATED_DATE = new RegExp(`\\b(?:${MONTHS})\\s+\\d{1,2},\\s+(?:19|20)\\d{2}\\b`, 'g');
 
-const isoDay = (d: Date) => d.toISOString().slice(0, 10);
 const normalise = (s: string) => s.replace(/\s+/g, ' ').trim();
 
 /**
@@ -29,8 +29,9 @@ const normalise = (s: string) => s.replace(/\s+/g, ' ').trim();
 export function templateQuestions(
   inbox: string,
   ownerAddress: string | null,
-  emails: InboxEmail[],
+  allEmails: InboxEmail[],
 ): Question[] {
+  const emails = allEmails.filter((e) => isoDay(e.date) !== ''); // an impossible date names no day
   const bySubject = groupBy(emails, (e) => normalise(e.subject).toLowerCase());
   const questions: Question[] = [];
   const ask = (template: string, question: string, answer: string, group: InboxEmail[]) => {

@@ -16,12 +16,17 @@ import {
 } from './schemas';
 import { chunkSequences, requestDigest, stepSettings } from './trainChunks';
 
-/** An error from the model server; `retryable` is false for a 4xx (the request itself is wrong). */
+/**
+ * An error from the model server; `retryable` is false for a 4xx (the request itself is wrong) but 429 (busy).
+ * `unreachable`: no connection at all (a restarting server); `retryAfterMs`: what a 429 or 503 asked for.
+ */
 export class ModelServerError extends Error {
   constructor(
     message: string,
     readonly status: number | undefined,
     readonly retryable: boolean,
+    readonly unreachable = false,
+    readonly retryAfterMs?: number,
   ) {
     super(message);
     this.name = 'ModelServerError';
@@ -36,6 +41,13 @@ export interface ModelServerOptions {
   attempts?: number;
   /** A train step whose JSON is larger goes in chunks of at most this (under the server's --max-request-mb). */
   chunkBytes?: number;
+  /**
+   * How long an idempotent call waits for an unreachable server to come back (a restart), beyond its attempts;
+   * default 120 s, a stage's default heartbeat timeout (the train step heartbeats meanwhile).
+   */
+  unreachableBudgetMs?: number;
+  /** How long any call, chat included (a 429 did no work), retries while the server answers 429; default 60 s. */
+  busyBudgetMs?: number;
 }
 
 /**
@@ -47,11 +59,15 @@ export class ModelServerClient {
   private readonly timeoutMs: number;
   private readonly attempts: number;
   private readonly chunkBytes: number;
+  private readonly unreachableBudgetMs: number;
+  private readonly busyBudgetMs: number;
 
   constructor(private readonly options: ModelServerOptions) {
     this.timeoutMs = options.timeoutMs ?? 600_000;
     this.attempts = options.attempts ?? 4;
     this.chunkBytes = options.chunkBytes ?? 32 << 20;
+    this.unreachableBudgetMs = options.unreachableBudgetMs ?? 120_000;
+    this.busyBudgetMs = options.busyBudgetMs ?? 60_000;
   }
 
   async models(): Promise<string[]> {
@@ -152,13 +168,24 @@ export class ModelServerClient {
     timeoutMs = this.timeoutMs,
   ) {
     const attempts = idempotent ? this.attempts : 1;
+    const started = Date.now();
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.once(method, path, body, timeoutMs);
       } catch (err) {
         const retryable = !(err instanceof ModelServerError) || err.retryable;
-        if (!retryable || attempt >= attempts) throw err;
-        await sleep(500 * 2 ** (attempt - 1));
+        if (!retryable) throw err;
+        const backoff = Math.min(5000, 500 * 2 ** (attempt - 1));
+        const elapsed = Date.now() - started;
+        // Busy (429): nothing was done, so any call waits, as long as the server asks, within its budget.
+        const busy = err instanceof ModelServerError && err.status === 429;
+        // Unreachable (a restart): an idempotent call waits for the server to come back, within its budget.
+        const down = idempotent && err instanceof ModelServerError && err.unreachable;
+        const budget = busy ? this.busyBudgetMs : down ? this.unreachableBudgetMs : 0;
+        if (attempt >= attempts && elapsed >= budget) throw err;
+        const wait = (err instanceof ModelServerError && err.retryAfterMs) || backoff;
+        if (attempt >= attempts && elapsed + wait > budget) throw err;
+        await sleep(wait);
       }
     }
   }
@@ -179,15 +206,19 @@ export class ModelServerClient {
         `model server at ${this.options.url} unreachable: ${(err as Error).message}`,
         undefined,
         true,
+        (err as Error).name !== 'TimeoutError', // a timeout reached the server: attempts bound it, not a wait
       );
     }
     const text = await response.text();
     if (!response.ok) {
       const message = safeJson(text)?.error?.message ?? text.slice(0, 300);
+      const retryAfter = Number(response.headers.get('retry-after'));
       throw new ModelServerError(
         `${method} ${path} → ${response.status}: ${message}`,
         response.status,
-        response.status >= 500,
+        response.status >= 500 || response.status === 429,
+        false,
+        Number.isFinite(retryAfter) && retryAfter > 0 ? Math.min(retryAfter, 30) * 1000 : undefined,
       );
     }
     return safeJson(text) ?? text; // vLLM answers adapter loads in plain text

@@ -19,14 +19,28 @@ const MONTHS = [
   'december',
 ];
 
-/** Lower case, punctuation to spaces (but keep the inside of numbers, addresses and dates), no articles. */
+const EDGE_PUNCT = '._-/';
+
+/** A word without its leading and trailing `._-/` (a plain scan: a regex for this backtracks quadratically). */
+function trimPunct(word: string): string {
+  let start = 0;
+  let end = word.length;
+  while (start < end && EDGE_PUNCT.includes(word[start])) start++;
+  while (end > start && EDGE_PUNCT.includes(word[end - 1])) end--;
+  return word.slice(start, end);
+}
+
+/**
+ * Lower case, punctuation to spaces (but keep the inside of numbers, addresses and dates), no articles. Linear
+ * in the text: it runs on model answers and email bodies.
+ */
 export function normalise(text: string): string {
   return text
     .toLowerCase()
     .replace(/(\d),(\d{3})/g, '$1$2')
     .replace(/[^a-z0-9@._\-$/ ]+/g, ' ')
-    .replace(/(^|\s)[._\-/]+|[._\-/]+(\s|$)/g, ' ')
-    .split(/\s+/)
+    .split(' ')
+    .map(trimPunct)
     .filter((w) => w && !ARTICLES.has(w))
     .join(' ');
 }
@@ -62,25 +76,82 @@ const NAMED_DATE = new RegExp(
   'gi',
 );
 const SLASHED_DATE = /\b(\d{1,2})\/(\d{1,2})\/(\d{4})\b/g;
-const ADDRESS = /[a-z0-9._%+'-]+@[a-z0-9.-]+\.[a-z]{2,}/gi;
 
-/** Calendar dates mentioned in a text, as YYYY-MM-DD (ISO dates and timestamps, "March 5, 2001", "3/5/2001"). */
+/** A day that exists in the calendar: 2001-02-30, 2001-13-01 and "Feb 31" do not. */
+export function isCalendarDay(year: number, month: number, day: number): boolean {
+  if (!Number.isInteger(year) || !Number.isInteger(month) || !Number.isInteger(day)) return false;
+  if (month < 1 || month > 12 || day < 1) return false;
+  return day <= new Date(Date.UTC(2000, month, 0)).getUTCDate() - (month === 2 && !isLeap(year) ? 1 : 0);
+}
+const isLeap = (y: number) => (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0;
+
+/**
+ * Calendar dates mentioned in a text, as YYYY-MM-DD (ISO dates and timestamps, "March 5, 2001", "3/5/2001").
+ * Impossible dates (2001-02-30, 2001-13-01, February 31) are no dates.
+ */
 export function datesIn(text: string): string[] {
   const found = new Set<string>();
   const pad = (n: number) => String(n).padStart(2, '0');
-  for (const m of text.matchAll(ISO_DATE)) found.add(`${m[1]}-${m[2]}-${m[3]}`);
-  for (const m of text.matchAll(NAMED_DATE))
-    found.add(`${m[3]}-${pad(MONTHS.indexOf(m[1].toLowerCase()) + 1)}-${pad(Number(m[2]))}`);
-  for (const m of text.matchAll(SLASHED_DATE)) found.add(`${m[3]}-${pad(Number(m[1]))}-${pad(Number(m[2]))}`);
+  const add = (y: string, m: number, d: number) => {
+    if (isCalendarDay(Number(y), m, d)) found.add(`${y}-${pad(m)}-${pad(d)}`);
+  };
+  for (const m of text.matchAll(ISO_DATE)) add(m[1], Number(m[2]), Number(m[3]));
+  for (const m of text.matchAll(NAMED_DATE)) add(m[3], MONTHS.indexOf(m[1].toLowerCase()) + 1, Number(m[2]));
+  for (const m of text.matchAll(SLASHED_DATE)) add(m[3], Number(m[1]), Number(m[2]));
   return [...found];
+}
+
+/** `day` (YYYY-MM-DD) moved by `days`, or null when it is no day or the result is out of range. Never throws. */
+export function shiftDay(day: string, days: number): string | null {
+  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(day);
+  if (!m || !isCalendarDay(Number(m[1]), Number(m[2]), Number(m[3]))) return null;
+  return isoDay(Date.parse(`${day}T00:00:00Z`) + days * 86_400_000) || null;
+}
+
+/** The UTC day of a time as YYYY-MM-DD; '' for an invalid date or one outside years 0000–9999. Never throws. */
+export function isoDay(time: Date | number): string {
+  const d = new Date(typeof time === 'number' ? time : time.getTime());
+  if (Number.isNaN(d.getTime())) return '';
+  const year = d.getUTCFullYear();
+  if (year < 0 || year > 9999) return '';
+  return d.toISOString().slice(0, 10);
 }
 
 const withoutDates = (text: string) =>
   text.replace(ISO_DATE, ' ').replace(NAMED_DATE, ' ').replace(SLASHED_DATE, ' ');
 
-export const addressesIn = (text: string) => [
-  ...new Set((text.match(ADDRESS) ?? []).map((a) => a.toLowerCase())),
-];
+const LOCAL = /[a-z0-9._%+'-]/i;
+const DOMAIN = /[a-z0-9.-]/i;
+const LETTER = /[a-z]/i;
+
+/**
+ * Email addresses in a text, lower-cased: what /[a-z0-9._%+'-]+@[a-z0-9.-]+\.[a-z]{2,}/gi matches, found by a
+ * scan from each `@` (that regex backtracks quadratically on a long run of address characters).
+ */
+export function addressesIn(text: string): string[] {
+  const found = new Set<string>();
+  let from = 0; // a match starts at or after the end of the last one
+  for (let at = text.indexOf('@'); at !== -1; at = text.indexOf('@', at + 1)) {
+    let start = at;
+    while (start > from && LOCAL.test(text[start - 1])) start--;
+    if (start === at) continue;
+    let end = at + 1;
+    while (end < text.length && DOMAIN.test(text[end])) end++;
+    // The last dot of the domain run (not its first character) followed by two letters ends the domain.
+    let dot = -1;
+    for (let i = end - 3; i > at + 1; i--)
+      if (text[i] === '.' && LETTER.test(text[i + 1]) && LETTER.test(text[i + 2])) {
+        dot = i;
+        break;
+      }
+    if (dot === -1) continue;
+    let stop = dot + 1;
+    while (stop < end && LETTER.test(text[stop])) stop++;
+    found.add(text.slice(start, stop).toLowerCase());
+    from = stop;
+  }
+  return [...found];
+}
 
 /** Numbers mentioned in a text, thousands separators and currency signs removed ("$1,500.00" → 1500). */
 export function numbersIn(text: string): number[] {
@@ -96,8 +167,8 @@ export function datesAndNumbersMatch(answer: string, reference: string): boolean
   }
   const refNumbers = numbersIn(withoutDates(reference));
   if (refNumbers.length === 0) return null;
-  const got = numbersIn(withoutDates(answer));
-  return refNumbers.every((n) => got.some((g) => Math.abs(g - n) < 1e-9));
+  const got = new Set(numbersIn(withoutDates(answer))); // a set: a scan per number is quadratic
+  return refNumbers.every((n) => got.has(n));
 }
 
 /**

@@ -3,7 +3,7 @@ import type { EpisodeFacts } from '../env/trajectory';
 import { checkAnswer, isIdk } from './answerMatch';
 
 /** Weights of the ART·E-style shaped reward; part of the run spec. */
-export const rewardWeightsSchema = z.object({
+export const rewardWeightsSchema = z.strictObject({
   correct: z.number().default(1),
   wrong: z.number().default(-1),
   idk: z.number().default(0),

@@ -233,9 +233,9 @@ async function skillTool(
     }
     case 'read_email': {
       const email = await ctx.mailbox.read(ctx.scope, str('message_id'));
-      return email
-        ? JSON.stringify({ ...email, body: email.body.slice(0, 2000) })
-        : `Error: no email ${str('message_id')} in this inbox`;
+      if (!email) return `Error: no email ${str('message_id')} in this inbox`;
+      // The judge sees Message-IDs only, never the store's row ids.
+      return JSON.stringify({ ...email, email_id: undefined, body: email.body.slice(0, 2000) });
     }
     default:
       return `Error: unknown tool "${name.slice(0, 80)}"`;

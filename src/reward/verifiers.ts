@@ -49,14 +49,23 @@ async function citedEmails(ctx: VerifierContext, readOnly: boolean): Promise<Ful
 const ANY_FIELD = ['from', 'to', 'date', 'subject', 'body'] as const;
 type Field = (typeof ANY_FIELD)[number];
 
+/**
+ * Verifiers look at this much of a body (and of a header field): an answer's facts are near the top of a real
+ * email, and a body can be 25 MiB — matching all of it would stall a judge worker past its heartbeat.
+ */
+export const VERIFIED_CHARS = 100_000;
+const bounded = (text: string) => text.slice(0, VERIFIED_CHARS);
+/** An answer is at most 2,000 characters (finalAnswerSchema); a longer one is checked by its start. */
+const ANSWER_CHARS = 2000;
+
 /** The fields of an email an answer can come from, normalised for matching. */
 function fields(e: FullEmail): Record<Field, string> {
   return {
-    from: normalise(e.from),
-    to: normalise([...e.to, ...e.cc].join(' ')),
+    from: normalise(bounded(e.from)),
+    to: normalise(bounded([...e.to, ...e.cc].join(' '))),
     date: e.date.slice(0, 10),
-    subject: normalise(e.subject),
-    body: normalise(e.body),
+    subject: normalise(bounded(e.subject)),
+    body: normalise(bounded(e.body)),
   };
 }
 
@@ -74,25 +83,31 @@ export function askedFields(question: string): readonly Field[] {
 }
 
 /** Where an answer's facts appear: its dates, else its numbers, else its addresses, else most content words. */
-function fieldsHolding(answer: string, e: FullEmail): Field[] {
+function fieldsHolding(fullAnswer: string, e: FullEmail): Field[] {
+  const answer = fullAnswer.slice(0, ANSWER_CHARS); // each of its facts is looked up in a field: bounded
   const f = fields(e);
+  // Each field's facts are collected once, into sets: a lookup per fact would be quadratic.
   const dates = datesIn(answer);
   if (dates.length > 0)
-    return ANY_FIELD.filter((k) =>
-      dates.every((d) => (k === 'date' ? f.date === d : datesIn(f[k]).includes(d))),
-    );
+    return ANY_FIELD.filter((k) => {
+      const inField = new Set(k === 'date' ? [f.date] : datesIn(f[k]));
+      return dates.every((d) => inField.has(d));
+    });
   const addresses = addressesIn(answer);
   if (addresses.length > 0) return ANY_FIELD.filter((k) => addresses.every((a) => f[k].includes(a)));
   const numbers = numbersIn(answer);
   if (numbers.length > 0)
-    return ANY_FIELD.filter((k) => numbers.every((n) => numbersIn(f[k]).some((m) => Math.abs(m - n) < 1e-9)));
+    return ANY_FIELD.filter((k) => {
+      const inField = new Set(numbersIn(f[k]));
+      return numbers.every((n) => inField.has(n));
+    });
   const words = normalise(answer)
     .split(' ')
     .filter((w) => w && !STOP.has(w));
   if (words.length === 0) return [];
   return ANY_FIELD.filter((k) => {
-    const text = ` ${f[k]} `;
-    return words.filter((w) => text.includes(` ${w} `)).length / words.length >= 0.6;
+    const inField = new Set(f[k].split(' '));
+    return words.filter((w) => inField.has(w)).length / words.length >= 0.6;
   });
 }
 
@@ -111,15 +126,44 @@ const NAMED_PARTS: Record<keyof NamedEmail, string> = {
   addresses: 'address',
   dates: 'date',
 };
-const TOPIC = /\bthe email about (.+?)(?: sent)?\s*\?*\s*$/i;
-const MENTIONS = /\bthe email that mentions (.+?)\s*\?*\s*$/i;
+const TOPIC = /\bthe email about /gi;
+const MENTIONS = /\bthe email that mentions /gi;
+const isSpace = (c: string) => /\s/.test(c);
 
-export function namedEmail(question: string): NamedEmail {
-  const mention = question.match(MENTIONS)?.[1];
+/**
+ * What follows the first `phrase` to the end of the question, without a trailing `[ sent]` and `?`s, on the
+ * phrase's line: `phrase(.+?)( sent)?\s*\?*\s*$` by plain scans (that regex backtracks cubically on spaces).
+ */
+function tailAfter(
+  question: string,
+  phrase: RegExp,
+  sent: boolean,
+): { index: number; text: string } | undefined {
+  let end = question.length;
+  while (end > 0 && isSpace(question[end - 1])) end--;
+  while (end > 0 && question[end - 1] === '?') end--;
+  while (end > 0 && isSpace(question[end - 1])) end--;
+  const cut = sent && question.slice(Math.max(0, end - 5), end).toLowerCase() === ' sent' ? end - 5 : end;
+  const lineStart = (stop: number) => question.lastIndexOf('\n', stop - 1);
+  const lines = { [cut]: lineStart(cut), [end]: lineStart(end) }; // once: a search per match is quadratic
+  for (const m of question.matchAll(phrase)) {
+    const start = m.index + m[0].length;
+    const stop = cut > start ? cut : end;
+    if (stop <= start) continue;
+    if (lines[stop] >= start) continue; // `.` stops at a line end
+    return { index: m.index, text: question.slice(start, stop) };
+  }
+  return undefined;
+}
+
+export function namedEmail(fullQuestion: string): NamedEmail {
+  const question = fullQuestion.slice(0, VERIFIED_CHARS); // each named part is looked up in an email: bounded
+  const mentioned = tailAfter(question, MENTIONS, false);
+  const mention = mentioned?.text;
   // A date or address the body mentions is not the email's day or sender.
-  const rest = mention === undefined ? question : question.replace(MENTIONS, ' ');
+  const rest = mentioned === undefined ? question : `${question.slice(0, mentioned.index)} `;
   const quoted = [...rest.matchAll(QUOTED)].map((m) => normalise(m[1])).filter(Boolean);
-  const topic = quoted.length ? undefined : rest.match(TOPIC)?.[1];
+  const topic = quoted.length ? undefined : tailAfter(rest, TOPIC, true)?.text;
   return {
     subject: quoted,
     topic: topic ? subjectWords(topic) : [],

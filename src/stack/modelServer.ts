@@ -26,13 +26,41 @@ export interface ModelServerSettings {
   dtype?: 'float32' | 'bfloat16';
 }
 
+/**
+ * What the model server reads of our environment: its token, Python's and the ML libraries' settings, the
+ * GPU's, the model cache, LD_PRELOAD (it adds jemalloc itself). Nothing else: the teacher key, DATABASE_URL
+ * and Temporal's credentials stay out of it.
+ */
+export const MODEL_SERVER_ENV = [
+  'EVALRL_MODEL_SERVER_TOKEN',
+  'EVALRL_NO_JEMALLOC',
+  'PYTHON*',
+  'VIRTUAL_ENV',
+  'LD_PRELOAD',
+  'LD_LIBRARY_PATH',
+  'XDG_CACHE_HOME',
+  'HF_*',
+  'HUGGINGFACE_*',
+  'TRANSFORMERS_*',
+  'TOKENIZERS_PARALLELISM',
+  'TORCH*',
+  'PYTORCH_*',
+  'CUDA_*',
+  'NVIDIA_*',
+  'NCCL_*',
+  'OMP_*',
+  'MKL_*',
+  'KMP_*',
+] as const;
+
 export const modelServerProcess = (config: Config) => managedProcess(config.dataDir, 'model-server');
 
-function health(config: Config): Promise<Response> {
+/** `/health` (no token needed, says ok) or `/usage` (its counters, behind the token). */
+function health(config: Config, path: '/health' | '/usage' = '/health'): Promise<Response> {
   const headers: Record<string, string> = config.modelServer.token
     ? { authorization: `Bearer ${config.modelServer.token}` }
     : {};
-  return fetch(new URL('/health', config.modelServer.url), { headers, signal: AbortSignal.timeout(2000) });
+  return fetch(new URL(path, config.modelServer.url), { headers, signal: AbortSignal.timeout(2000) });
 }
 
 export async function modelServerHealthy(config: Config): Promise<boolean> {
@@ -70,7 +98,8 @@ export async function startModelServer(
   if (settings.dtype) args.push('--dtype', settings.dtype);
   startDetached(proc, python, args, {
     cwd: path.join(repoRoot(), 'trainer'),
-    env: { ...process.env, PYTHONUNBUFFERED: '1' },
+    passEnv: MODEL_SERVER_ENV,
+    setEnv: { PYTHONUNBUFFERED: '1' },
   });
   await ready();
   return 'started';
@@ -113,9 +142,9 @@ export interface SamplingUsage {
   prompt_tokens_computed: number;
 }
 
-/** The model server's counters so far (its /health), or null when it does not say. */
+/** The model server's counters so far (its /usage), or null when it does not say. */
 export async function modelServerUsage(config: Config): Promise<ServerUsage | null> {
-  const parsed = usageSchema.safeParse(await (await health(config)).json());
+  const parsed = usageSchema.safeParse(await (await health(config, '/usage')).json());
   return parsed.success ? parsed.data : null;
 }
 

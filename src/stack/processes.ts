@@ -38,17 +38,48 @@ export function runningPid(proc: ManagedProcess): number | undefined {
   return Number.isInteger(pid) && pid > 0 && isAlive(pid) ? pid : undefined;
 }
 
-/** Starts the command detached from this process (it outlives the CLI), logging to the process's log file. */
+/** What every service we start may see of our environment: where programs, home and temp are, the locale. */
+const BASE_ENV = ['PATH', 'HOME', 'USER', 'LOGNAME', 'LANG', 'LANGUAGE', 'TZ', 'TMPDIR', 'LC_*'];
+
+/**
+ * A child's environment: only the allowlisted variables of `env` (names; `PREFIX*` for a family) — never the
+ * whole environment, which holds the teacher key, the model server token, DATABASE_URL… — plus `set`.
+ */
+export function childEnv(
+  pass: readonly string[] = [],
+  set: Record<string, string> = {},
+  env: NodeJS.ProcessEnv = process.env,
+): Record<string, string> {
+  const allowed = [...BASE_ENV, ...pass];
+  const ok = (name: string) =>
+    allowed.some((a) => (a.endsWith('*') ? name.startsWith(a.slice(0, -1)) : name === a));
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) if (value !== undefined && ok(name)) out[name] = value;
+  return { ...out, ...set };
+}
+
+export interface StartOptions extends Pick<SpawnOptions, 'uid' | 'gid' | 'cwd'> {
+  /** Variables of ours the service needs besides BASE_ENV (see childEnv). */
+  passEnv?: readonly string[];
+  /** Variables set for it. */
+  setEnv?: Record<string, string>;
+}
+
+/**
+ * Starts the command detached from this process (it outlives the CLI), logging to the process's log file,
+ * with an allowlisted environment (childEnv).
+ */
 export function startDetached(
   proc: ManagedProcess,
   command: string,
   args: string[],
-  options: Pick<SpawnOptions, 'uid' | 'gid' | 'env' | 'cwd'> = {},
+  { passEnv, setEnv, ...options }: StartOptions = {},
 ): number {
   fs.mkdirSync(path.dirname(proc.pidFile), { recursive: true });
   fs.mkdirSync(path.dirname(proc.logFile), { recursive: true });
   const log = fs.openSync(proc.logFile, 'a');
-  const child = spawn(command, args, { ...options, detached: true, stdio: ['ignore', log, log] });
+  const env = childEnv(passEnv, setEnv);
+  const child = spawn(command, args, { ...options, env, detached: true, stdio: ['ignore', log, log] });
   fs.closeSync(log);
   if (child.pid === undefined) throw new Error(`${proc.name}: could not start ${command}`);
   child.unref();

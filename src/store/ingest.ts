@@ -10,6 +10,8 @@ export interface BatchCounts {
   stored: number;
   duplicates: number;
   rejects: { source: string; reason: string }[];
+  /** Messages stored after a repair (a field truncated, NULs stripped), with what was changed. */
+  notes: { source: string; note: string }[];
 }
 
 /** COPY text format escaping: backslash, tab, newline and carriage return. */
@@ -37,23 +39,78 @@ export async function storeBatchOrEach(
   turn?: EmailsTurn,
 ): Promise<BatchCounts> {
   try {
-    return await storeBatch(db, results, turn);
+    return await storeRetrying(db, results, turn);
   } catch (err) {
+    // Only a refusal the data causes splits a batch or rejects a message; any other error (a transient one
+    // retried to its limit, a fault of the database or of this code) ends the ingest, which resumes here.
+    if (!isMessageFault(err)) throw err;
     if (results.length === 1) {
       const { inbox, folder, source, ok } = results[0];
       if (!ok) throw err; // recording a reject failed: the database's fault, not the message's
-      return storeBatch(db, [
+      return storeRetrying(db, [
         { inbox, folder, source, ok: false, reason: `not storable: ${(err as Error).message}` },
       ]);
     }
-    const total: BatchCounts = { stored: 0, duplicates: 0, rejects: [] };
+    const total: BatchCounts = { stored: 0, duplicates: 0, rejects: [], notes: [] };
     for (const r of results) {
       const counts = await storeBatchOrEach(db, [r]);
       total.stored += counts.stored;
       total.duplicates += counts.duplicates;
       total.rejects.push(...counts.rejects);
+      total.notes.push(...counts.notes);
     }
     return total;
+  }
+}
+
+/** Tries of a batch that fails transiently (a lost connection, a serialization failure, a server short of resources). */
+export const TRANSIENT_TRIES = 5;
+
+const sqlState = (err: unknown): string | undefined => {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+};
+
+/**
+ * A PostgreSQL error worth retrying: connection exceptions (class 08), transaction rollbacks such as
+ * serialization failures and deadlocks (40), insufficient resources (53), an operator or admin shutdown
+ * (57), and a connection that broke before PostgreSQL answered.
+ */
+export function isTransientDbError(err: unknown): boolean {
+  const state = sqlState(err);
+  if (state) return ['08', '40', '53', '57'].includes(state.slice(0, 2));
+  const code = (err as { code?: unknown } | null)?.code;
+  if (
+    typeof code === 'string' &&
+    /^(ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH)$/.test(code)
+  )
+    return true;
+  return /Connection terminated|connection timeout|Client has encountered a connection error/i.test(
+    (err as Error | null)?.message ?? '',
+  );
+}
+
+/**
+ * An error the stored data caused: a data exception (class 22: a date out of range, bad encoding), an integrity
+ * violation (23), or a value over a program limit (54: a tsvector too long). Errors that carry no SQLSTATE and
+ * are not transient (thrown while building a batch) count as the data's too.
+ */
+export function isMessageFault(err: unknown): boolean {
+  const state = sqlState(err);
+  if (state) return ['22', '23', '54'].includes(state.slice(0, 2));
+  return !isTransientDbError(err);
+}
+
+async function storeRetrying(db: Db, results: ParseResult[], turn?: EmailsTurn): Promise<BatchCounts> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      // A retry still waits for the older batches; its own done() was called by the failed try.
+      const retryTurn = turn && { after: turn.after, done: () => undefined };
+      return await storeBatch(db, results, attempt === 1 ? turn : retryTurn);
+    } catch (err) {
+      if (!isTransientDbError(err) || attempt >= TRANSIENT_TRIES) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 50 * 2 ** attempt));
+    }
   }
 }
 
@@ -75,7 +132,7 @@ export async function storeBatch(db: Db, results: ParseResult[], turn?: EmailsTu
       await client.query(`
         CREATE TEMP TABLE staging (
           inbox text, folder text, source text, message_id text, digest text, subject text, from_address text,
-          from_name text, date timestamptz, body text, recipients jsonb
+          from_name text, date timestamptz, body text, recipients jsonb, note text
         ) ON COMMIT DROP`);
       const rows = good.map((r) => {
         const e = r.email;
@@ -90,7 +147,8 @@ export async function storeBatch(db: Db, results: ParseResult[], turn?: EmailsTu
           .update(JSON.stringify([...content, recipientsJson]))
           .digest('hex');
         const fields = [r.inbox, r.folder, r.source, e.messageId, digest, ...content, recipientsJson];
-        return fields.map(copyField).join('\t') + '\n';
+        const note = r.notes?.length ? copyField(r.notes.join('; ')) : '\\N';
+        return fields.map(copyField).join('\t') + '\t' + note + '\n';
       });
       // One chunk: a COPY message and a socket write per batch, not per row.
       await pipeline(Readable.from([rows.join('')]), client.query(copyFrom('COPY staging FROM STDIN')));
@@ -118,8 +176,8 @@ export async function storeBatch(db: Db, results: ParseResult[], turn?: EmailsTu
         FROM staging s JOIN emails e USING (message_id, digest)
         ON CONFLICT DO NOTHING`);
       await client.query(`
-        INSERT INTO ingest_sources (source_file, inbox_id, status, message_id)
-        SELECT s.source, s.inbox, CASE WHEN e.source_file = s.source THEN 'stored' ELSE 'duplicate' END, s.message_id
+        INSERT INTO ingest_sources (source_file, inbox_id, status, message_id, reason)
+        SELECT s.source, s.inbox, CASE WHEN e.source_file = s.source THEN 'stored' ELSE 'duplicate' END, s.message_id, s.note
         FROM staging s JOIN emails e USING (message_id, digest)
         ON CONFLICT DO NOTHING`);
     }
@@ -132,7 +190,10 @@ export async function storeBatch(db: Db, results: ParseResult[], turn?: EmailsTu
       );
     }
     const rejects = bad.map((r) => ({ source: r.source, reason: r.ok ? '' : r.reason }));
-    return { stored, duplicates: good.length - stored, rejects };
+    const notes = good.flatMap((r) =>
+      r.ok && r.notes?.length ? [{ source: r.source, note: r.notes.join('; ') }] : [],
+    );
+    return { stored, duplicates: good.length - stored, rejects, notes };
   }).finally(() => turn?.done());
 }
 

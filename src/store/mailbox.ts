@@ -43,7 +43,7 @@ export async function searchEmails(db: Db, scope: MailboxScope, input: SearchArg
          AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM recipients r WHERE r.email_id = m.email_id AND r.address = $5))
        ORDER BY exact DESC, rank DESC, m.date DESC, m.email_id
        LIMIT $6)
-     SELECT e.message_id, e.subject, e.from_address AS from, e.date,
+     SELECT e.message_id, e.id::text AS email_id, e.subject, e.from_address AS from, e.date,
             ts_headline('english', left(e.body, 20000), q.query,
                         'MaxFragments=1, MaxWords=24, MinWords=8, StartSel=**, StopSel=**') AS snippet
      FROM top JOIN emails e ON e.id = top.email_id, q
@@ -58,16 +58,27 @@ export async function searchEmails(db: Db, scope: MailboxScope, input: SearchArg
 }
 
 /** One whole email, only if it is in this mailbox (and not after the query date): otherwise null, "not found". */
-export async function readEmail(db: Db, scope: MailboxScope, messageId: string): Promise<FullEmail | null> {
+export async function readEmail(
+  db: Db,
+  scope: MailboxScope,
+  messageId: string,
+  emailId?: string,
+): Promise<FullEmail | null> {
   const { rows } = await db.query(
-    `SELECT e.message_id, e.subject, e.from_address AS from, e.date, e.body,
+    `SELECT e.message_id, e.id::text AS email_id, e.subject, e.from_address AS from, e.date, e.body,
             coalesce(array_agg(r.address ORDER BY r.address) FILTER (WHERE r.kind = 'to'), '{}') AS to,
             coalesce(array_agg(r.address ORDER BY r.address) FILTER (WHERE r.kind = 'cc'), '{}') AS cc,
             coalesce(array_agg(r.address ORDER BY r.address) FILTER (WHERE r.kind = 'bcc'), '{}') AS bcc
      FROM mailbox_messages m JOIN emails e ON e.id = m.email_id LEFT JOIN recipients r ON r.email_id = e.id
      WHERE m.inbox_id = $1 AND e.message_id = $2 AND ($3::timestamptz IS NULL OR m.date < $3)
-     GROUP BY e.id ORDER BY e.id LIMIT 1`, // two different copies in one inbox: the first one stored
-    [scope.inbox, storable(messageId.trim()), scope.queryDate ?? null],
+       AND ($4::bigint IS NULL OR e.id = $4)
+     GROUP BY e.id ORDER BY e.id LIMIT 1`, // two different emails, one Message-ID: emailId picks, else the first stored
+    [
+      scope.inbox,
+      storable(messageId.trim()),
+      scope.queryDate ?? null,
+      emailId && /^\d{1,18}$/.test(emailId) ? emailId : null,
+    ],
   );
   if (rows.length === 0) return null;
   const row = rows[0];
@@ -83,5 +94,5 @@ function minDate(a?: Date, b?: Date): Date | undefined {
 /** The mailbox as the agent's tools see it, over this database. */
 export const mailboxOf = (db: Db): Mailbox => ({
   search: (scope, args) => searchEmails(db, scope, args),
-  read: (scope, messageId) => readEmail(db, scope, messageId),
+  read: (scope, messageId, emailId) => readEmail(db, scope, messageId, emailId),
 });

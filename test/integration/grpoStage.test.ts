@@ -232,7 +232,7 @@ it('samples through a pool of two hosts, publishing every step, and goes on when
       // Step 1 is published to the sampler host, which samples step 2 from it until it is killed.
       await waitFor(async () => (await samplerClient.models()).includes('pooled@step-1'));
       const health = async () =>
-        (await (await fetch(`${sampler.modelServer.url}/health`)).json()) as {
+        (await (await fetch(`${sampler.modelServer.url}/usage`)).json()) as {
           sampling: { decoded_tokens: number };
         };
       const before = (await health()).sampling.decoded_tokens;

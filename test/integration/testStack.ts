@@ -25,7 +25,14 @@ export const TEST_STACK_ENV = {
 };
 
 export function stackConfig(env: Record<string, string> = TEST_STACK_ENV): Config {
-  return loadConfig({ ...env, TEMPORAL_ADDRESS: undefined, DATABASE_URL: undefined });
+  const config = loadConfig({ ...env, TEMPORAL_ADDRESS: undefined, DATABASE_URL: undefined });
+  // Another data folder on the shared PostgreSQL: its password is under the shared data folder.
+  if (
+    env.EVALRL_PG_PORT === TEST_STACK_ENV.EVALRL_PG_PORT &&
+    env.EVALRL_DATA_DIR !== TEST_STACK_ENV.EVALRL_DATA_DIR
+  )
+    config.postgres.url = loadConfig({ ...TEST_STACK_ENV }).postgres.url;
+  return config;
 }
 
 /** Runs the built evalrl CLI (as a user would) with the given environment. */

@@ -19,7 +19,7 @@ describe('loadConfig', () => {
       namespace: 'evalrl',
     });
     expect(config.postgres.external).toBe(false);
-    expect(config.postgres.url).toBe('postgres://evalrl@127.0.0.1:5433/evalrl');
+    expect(config.postgres.url).toBe('postgres://evalrl_app@127.0.0.1:5433/evalrl'); // its password: under the data folder, after `up`
     expect(config.modelServer.url).toBe('http://127.0.0.1:8000');
     expect(config.samplingServers).toBeUndefined();
     expect(config.teacher).toBeUndefined();

@@ -47,9 +47,9 @@ describe('parseMessage', () => {
     ['a bad date', 'Message-ID: <x@y>\nDate: someday\nFrom: a@b.c\n\nhi', /date/],
     ['no sender', 'Message-ID: <x@y>\nDate: Thu, 14 Dec 2000 06:33:00 -0800\n\nhi', /from/],
     [
-      'a NUL in a header PostgreSQL cannot store',
-      'Message-ID: <x@y>\nDate: Thu, 14 Dec 2000 06:33:00 -0800\nFrom: a@b.c\nSubject: a\0b\n\nhi',
-      /^subject: contains a NUL/,
+      'a NUL in its Message-ID (its identity is never rewritten)',
+      'Message-ID: <x\0z@y>\nDate: Thu, 14 Dec 2000 06:33:00 -0800\nFrom: a@b.c\n\nhi',
+      /^messageId: contains a NUL/,
     ],
     [
       'a Message-ID longer than a mail line',
@@ -60,6 +60,41 @@ describe('parseMessage', () => {
     const result = await parseMessage(raw(text));
     expect(result.ok).toBe(false);
     if (!result.ok) expect(result.reason).toMatch(reason);
+  });
+
+  it('keeps a message whose subject is over a mail line after unfolding, or whose body holds NULs, noting each repair', async () => {
+    const long = 'word '.repeat(300).trim(); // 1,499 characters, folded over many lines
+    const folded = long.replace(/(.{70}) /g, '$1\n ');
+    const result = await parseMessage(
+      raw(
+        `Message-ID: <long@y>\nDate: Thu, 14 Dec 2000 06:33:00 -0800\nFrom: "A\0B" <a@b.c>\nSubject: ${folded}\n\nrent\0 is\0 due`,
+      ),
+    );
+    expect(result).toMatchObject({ ok: true });
+    if (!result.ok) return;
+    expect(result.email.subject).toHaveLength(998);
+    expect(result.email.body.trim()).toBe('rent is due');
+    expect(result.notes).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^subject: truncated from \d+ to 998 characters/),
+        'body: 2 NUL characters stripped',
+      ]),
+    );
+    const json = await parseMessage({
+      ...origin,
+      json: {
+        messageId: '<j@3>',
+        subject: 'a\0b',
+        from: { address: 'a@b.c' },
+        date: '2001-01-02',
+        body: 'b',
+      },
+    });
+    expect(json).toMatchObject({
+      ok: true,
+      email: { subject: 'ab' },
+      notes: ['subject: 1 NUL character stripped'],
+    });
   });
 
   it('validates JSONL objects field by field', async () => {

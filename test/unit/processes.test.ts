@@ -1,4 +1,5 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { transformFileSync } from '@swc/core';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -14,6 +15,7 @@ import {
   runningPid,
   startDetached,
 } from '../../src/stack/processes';
+import { MODEL_SERVER_ENV } from '../../src/stack/modelServer';
 
 /** A listener of this test process on a free loopback port. */
 async function listen(): Promise<{ server: net.Server; port: number }> {
@@ -80,6 +82,59 @@ describe('our own running service', () => {
     await expect(reuseIfHealthy(proc, never)).resolves.toBe(false);
     expect(isAlive(pid)).toBe(false);
     expect(fs.existsSync(proc.pidFile)).toBe(false);
+  });
+});
+
+describe('a started service', () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'evalrl-env-'));
+  // startDetached in a process of its own, whose real environment holds our secrets (jest's process.env is a
+  // copy that a spawned child never sees).
+  const compiled = path.join(dataDir, 'processes.js');
+  fs.writeFileSync(
+    compiled,
+    transformFileSync(path.join(__dirname, '../../src/stack/processes.ts'), {
+      jsc: { target: 'es2022', parser: { syntax: 'typescript' } },
+      module: { type: 'commonjs' },
+    }).code,
+  );
+  const ours = {
+    PATH: process.env.PATH,
+    HOME: os.homedir(),
+    LC_ALL: 'C',
+    EVALRL_TEACHER_API_KEY: 'sk-teacher-0123456789',
+    DATABASE_URL: 'postgres://u:pw@db/evalrl',
+    EVALRL_MODEL_SERVER_TOKEN: 'token-0123456789abcdef',
+  };
+  const start = (name: string, options: object): Record<string, string> => {
+    const script = `const p = require(${JSON.stringify(compiled)});
+      console.log(p.startDetached(p.managedProcess(${JSON.stringify(dataDir)}, ${JSON.stringify(name)}), 'sleep', ['60'], ${JSON.stringify(options)}));`;
+    const pid = Number(execFileSync(process.execPath, ['-e', script], { env: ours }).toString());
+    try {
+      return Object.fromEntries(
+        fs
+          .readFileSync(`/proc/${pid}/environ`, 'utf8')
+          .split('\0')
+          .filter(Boolean)
+          .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+      );
+    } finally {
+      process.kill(pid, 'SIGKILL');
+    }
+  };
+
+  it('sees only the variables it needs, never the secrets of ours (issue 47)', () => {
+    const plain = start('plain', {});
+    expect(plain.PATH).toBe(ours.PATH);
+    expect(plain.LC_ALL).toBe('C');
+    expect(plain.EVALRL_TEACHER_API_KEY).toBeUndefined();
+    expect(plain.DATABASE_URL).toBeUndefined();
+    expect(plain.EVALRL_MODEL_SERVER_TOKEN).toBeUndefined();
+
+    const server = start('model-server', { passEnv: MODEL_SERVER_ENV, setEnv: { PYTHONUNBUFFERED: '1' } });
+    expect(server.EVALRL_MODEL_SERVER_TOKEN).toBe(ours.EVALRL_MODEL_SERVER_TOKEN);
+    expect(server.PYTHONUNBUFFERED).toBe('1');
+    expect(server.EVALRL_TEACHER_API_KEY).toBeUndefined();
+    expect(server.DATABASE_URL).toBeUndefined();
   });
 });
 

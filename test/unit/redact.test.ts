@@ -30,4 +30,35 @@ describe('secrets', () => {
     expect(fatal.message).toBe('teacher https://***@t.example refused the label');
     expect((fatal as ApplicationFailure).nonRetryable).toBe(true);
   });
+
+  it('never reach history through the error chain: cause, aggregated errors, failure details (issue 47)', async () => {
+    const inner = new Error('connect ECONNREFUSED postgres://evalrl:chainpw1@db:5432/evalrl');
+    const outer = new Error('query failed', { cause: inner });
+    (inner as Error & { cause?: unknown }).cause = outer; // a cycle ends
+    const retryable = await classified(async () => {
+      throw outer;
+    }).catch((e: Error) => e);
+    const chain = (e: unknown, depth = 0): string =>
+      depth > 4 || !(e instanceof Error) ? String(e) : `${e.message} ${e.stack} ${chain(e.cause, depth + 1)}`;
+    expect(chain(retryable)).not.toContain('chainpw1');
+    expect((retryable.cause as Error).message).toBe('connect ECONNREFUSED postgres://***@db:5432/evalrl');
+
+    const aggregate = await classified(async () => {
+      throw new AggregateError([new Error('https://u:aggpw123@a.example down')], 'all failed');
+    }).catch((e: AggregateError) => e);
+    expect(JSON.stringify(aggregate.errors.map((e: Error) => [e.message, e.stack]))).not.toContain(
+      'aggpw123',
+    );
+
+    const failure = await classified(async () => {
+      throw ApplicationFailure.create({
+        message: 'teacher refused',
+        details: [{ url: 'https://k:detpw123@t.example' }, 'sk-teacher-0123456789'],
+        cause: new Error('https://k:causepw1@t.example 401'),
+      });
+    }).catch((e: ApplicationFailure) => e);
+    const text =
+      JSON.stringify(failure.details) + (failure.cause as Error).message + (failure.cause as Error).stack;
+    expect(text).not.toMatch(/detpw123|causepw1/);
+  });
 });

@@ -35,6 +35,27 @@ describe('run spec', () => {
     ]);
   });
 
+  it("caps a step's fan-out at Temporal's limits and refuses unknown reward weights (issue 47)", () => {
+    const big = (g: object) => ({ ...minimal, stages: { rewardModel: stage, policy: { ...stage, ...g } } });
+    expect(problems(big({ tasksPerStep: 2001 }))).toEqual([
+      expect.stringMatching(/^stages\.policy\.tasksPerStep: at most 2000: .*pending activit/),
+    ]);
+    expect(problems(big({ groupSize: 20_000 }))).toEqual([
+      expect.stringMatching(/^stages\.policy\.groupSize: at most 16384: .*2 MiB/),
+    ]);
+    expect(problems(big({ tasksPerStep: 1000, groupSize: 8 }))).toEqual([
+      expect.stringMatching(
+        /^stages\.policy: tasksPerStep × groupSize × \(1 \+ dynamicSampling\.maxTopUps\) = 24000 samples .*2 MiB/,
+      ),
+    ]);
+    expect(() =>
+      parseRunSpec(big({ tasksPerStep: 1000, groupSize: 8, dynamicSampling: { enabled: false } })),
+    ).not.toThrow();
+    expect(problems({ ...minimal, rewardWeights: { corect: 1 } })).toEqual([
+      expect.stringMatching(/^rewardWeights\.corect: Unrecognized key/),
+    ]);
+  });
+
   it('samples the judge at judge.temperature in its GRPO groups and at scoringTemperature when it scores', () => {
     const scoring = parseRunSpec({ ...minimal, judge: { temperature: 0.7, scoringTemperature: 0 } });
     const rm = stageInput(scoring, 'r', 'rewardModel').env;

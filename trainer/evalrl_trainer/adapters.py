@@ -7,25 +7,24 @@ address with load_lora_adapter, or else its checkpoint, loaded on first use as a
 import copy
 import hashlib
 import re
-import shutil
 import threading
+import time
 from pathlib import Path
 
 import torch
 from peft import PeftModel, get_peft_model
 
 from . import checkpoints
+from .checkpoints import AdapterError  # noqa: F401 (raised here too; the server answers it with a 4xx)
 from .base_model import BaseModel
 from .lora import LoraSettings, lora_config
 
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 KEEP_LOADED_STEPS = 2
+MAX_TRAINED = 8  # trained adapters resident at once; the least recently used is evicted (its state is on disk)
+LEASE_S = 600.0  # a step's training lease: renewed every micro-batch, taken over by another host once expired
 PROBES = ".preflight"  # probe adapters; a name starting with "." is never resumed as an adapter
 ADDRESS = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_-]{0,63})(?:@(?P<ref>latest|step-(?P<step>\d+)))?$")
-
-
-class AdapterError(ValueError):
-    """A request named an adapter that does not exist or cannot be made (a 4xx, not a crash)."""
 
 
 class WeightsLock:
@@ -53,8 +52,11 @@ class WeightsLock:
 
 
 class Adapters:
-    def __init__(self, base: BaseModel, root: Path, seed: int = 0):
+    def __init__(self, base: BaseModel, root: Path, seed: int = 0, max_trained: int = MAX_TRAINED):
         self.base = base
+        self.max_trained = max_trained
+        self.used: dict[str, float] = {}  # trained adapter → last use (LRU eviction)
+        self.busy: set[str] = set()  # adapters training now: never evicted
         self.root = root
         self.seed = seed
         self.peft: PeftModel | None = None
@@ -78,6 +80,7 @@ class Adapters:
             raise AdapterError(f"model: '{address}' is not an adapter address (name, name@latest, name@step-N, base)")
         name = m.group("name")
         if m.group("step") is None:
+            self.ensure(name)
             if name in self.trained or name in self.loaded:
                 return name
             raise AdapterError(f"model: unknown adapter '{name}'; resident: {', '.join(self.names()) or 'none'}")
@@ -154,7 +157,12 @@ class Adapters:
                 self._freeze_all()
             self.optimizers[name] = self._optimizer(name)
             self.trained[name] = 0
-            checkpoints.save_checkpoint(self.root, name, 0, self.peft, self.optimizers[name], {"step": 0})
+            self.used[name] = time.monotonic()
+            self._evict_trained()
+            try:
+                checkpoints.save_checkpoint(self.root, name, 0, self.peft, self.optimizers[name], {"step": 0})
+            except checkpoints.CheckpointExists:
+                pass  # another host created it at the same moment, from the same name and seed
 
     def _checkpoint(self, address: str) -> Path:
         """The PEFT folder of a complete checkpoint `name@step-N`."""
@@ -167,20 +175,44 @@ class Adapters:
         return checkpoints.adapter_weights_path(self.root, name, step)
 
     def resume_all(self) -> dict[str, int]:
-        """Every adapter under the checkpoint root, from its latest complete checkpoint."""
+        """Every adapter under the checkpoint root and its latest complete checkpoint, restored lazily: on first
+        use (a train step, a sampling request, `ensure`), not at startup."""
         if not self.root.is_dir():
             return {}
-        for folder in sorted(p for p in self.root.iterdir() if p.is_dir() and NAME.match(p.name)):
-            for tmp in folder.glob("step-*.tmp"):
-                shutil.rmtree(tmp, ignore_errors=True)  # a checkpoint a crash left half-written
+        found = {}
+        for folder in sorted(p for p in self.root.iterdir() if p.is_dir() and not p.is_symlink() and NAME.match(p.name)):
+            checkpoints.clean_stale(self.root, folder.name, LEASE_S)  # checkpoints dead writers left half-written
             steps = checkpoints.complete_steps(self.root, folder.name)
             if steps:
-                self.restore(folder.name, steps[-1])
-        return dict(self.trained)
+                found[folder.name] = steps[-1]
+        return found
+
+    def ensure(self, name: str) -> None:
+        """A trained adapter resident (restored from its latest checkpoint if it is not), marked as just used."""
+        if name not in self.trained and name not in self.loaded and NAME.match(name):
+            steps = checkpoints.complete_steps(self.root, name)
+            if steps:
+                self.restore(name, steps[-1])
+        if name in self.trained:
+            self.used[name] = time.monotonic()
+
+    def _evict_trained(self) -> None:
+        """At most `max_trained` trained adapters resident: the least recently used idle one goes (on disk)."""
+        while len(self.trained) > self.max_trained:
+            idle = [n for n in self.trained if n not in self.busy]
+            if not idle:
+                return
+            name = min(idle, key=lambda n: self.used.get(n, 0.0))
+            with self.lock:
+                self._delete(name)
+                for table in (self.trained, self.optimizers, self.used, self.fingerprints):
+                    table.pop(name, None)
+                self.changed(name)
 
     def restore(self, name: str, step: int) -> None:
         """Loads a trainable adapter's weights, optimizer and RNG state from `step-N`."""
         with self.lock:
+            checkpoints.refuse_links(checkpoints.step_dir(self.root, name, step))
             path = checkpoints.adapter_weights_path(self.root, name, step)
             if name in self.trained or name in self.loaded:
                 self._delete(name)
@@ -191,6 +223,8 @@ class Adapters:
             torch.set_rng_state(torch.load(checkpoints.step_dir(self.root, name, step) / "rng.pt")["cpu"])
             self.optimizers[name] = optimizer
             self.trained[name] = step
+            self.used[name] = time.monotonic()
+            self._evict_trained()
 
     def trainable_parameters(self, name: str) -> list[torch.nn.Parameter]:
         return [p for n, p in self.peft.named_parameters() if f".{name}." in n and "lora_" in n]
@@ -209,14 +243,19 @@ class Adapters:
         self.optimizers[name].load_state_dict(snapshot["optimizer"])
 
     # --- read-only adapters (vLLM's load_lora_adapter) ----------------------------------------------------
-    def load_external(self, name: str, path: Path) -> None:
-        """`name` is a plain name or a version's address, `policy@step-3` (how evalrl publishes a trained step)."""
+    def load_external(self, name: str, path: Path, anywhere: bool = False) -> None:
+        """`name` is a plain name or a version's address, `policy@step-3` (how evalrl publishes a trained step).
+        The path must lie under this server's checkpoint root unless `anywhere` (the vLLM double: vLLM loads any
+        path its operator names)."""
         m = ADDRESS.match(name)
         if not m or m.group("ref") == "latest":
             raise AdapterError(f"lora_name: '{name}' is not a valid name (a name, or name@step-N)")
         if name in self.trained:
             raise AdapterError(f"lora_name: '{name}' is a trained adapter here; pick another name")
-        if not (path / "adapter_config.json").exists():
+        if not anywhere:
+            path = checkpoints.under_root(self.root, path)  # a checkpoint of this server's root, never any path
+            checkpoints.refuse_links(path)
+        if not (path / "adapter_config.json").is_file():
             raise AdapterError(f"lora_path: no PEFT adapter (adapter_config.json) at {path}")
         with self.lock:
             if name in self.loaded:
@@ -250,6 +289,7 @@ class Adapters:
 
     # --- internals ----------------------------------------------------------------------------------------
     def _load(self, name: str, path: Path, trainable: bool = False) -> None:
+        checkpoints.refuse_links(path)
         with self.lock:
             self.changed(name)
             if self.peft is None:

@@ -13,6 +13,8 @@ class Limits:
     request_bytes: int = 256 << 20  # --max-request-mb: one body (a whole step, or one chunk of it)
     train_sequences: int = 16384  # --max-step-sequences
     train_tokens: int = 32 << 20  # --max-step-tokens: 256 episodes × 8 sequences of a full 16,384-token context
+    concurrent_chats: int = 32  # --max-concurrent-chats: each holds one of the server's 40 worker threads
+    queued_samples: int = 1024  # --max-queued-samples: samples waiting for the sampler
 
     def body_refusal(self, size: int) -> str | None:
         if size > self.request_bytes:
@@ -37,6 +39,16 @@ def positive(text: str) -> int:
     return value
 
 
+MAX_CONCURRENT_CHATS = 36  # of Starlette's 40 worker threads: progress, tokenize and training keep four
+
+
+def chats(text: str) -> int:
+    value = positive(text)
+    if value > MAX_CONCURRENT_CHATS:
+        raise argparse.ArgumentTypeError(f"{text}: at most {MAX_CONCURRENT_CHATS} (the server has 40 worker threads)")
+    return value
+
+
 def add_limit_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-request-mb", type=positive, default=Limits.request_bytes >> 20,
                         help="largest request body accepted (larger steps come in chunks of at most this)")  # fmt: skip
@@ -44,7 +56,12 @@ def add_limit_flags(parser: argparse.ArgumentParser) -> None:
                         help="most sequences one training step may have")  # fmt: skip
     parser.add_argument("--max-step-tokens", type=positive, default=Limits.train_tokens,
                         help="most tokens one training step may have (held in memory while it trains)")  # fmt: skip
+    parser.add_argument("--max-concurrent-chats", type=chats, default=Limits.concurrent_chats,
+                        help=f"chat requests answered at once (at most {MAX_CONCURRENT_CHATS}: the rest of the 40 worker threads stay free); more get 429")  # fmt: skip
+    parser.add_argument("--max-queued-samples", type=positive, default=Limits.queued_samples,
+                        help="samples waiting for the sampler; a chat request beyond it gets 429")  # fmt: skip
 
 
 def limits_from_flags(args: argparse.Namespace) -> Limits:
-    return Limits(args.max_request_mb << 20, args.max_step_sequences, args.max_step_tokens)
+    return Limits(args.max_request_mb << 20, args.max_step_sequences, args.max_step_tokens,
+                  args.max_concurrent_chats, args.max_queued_samples)  # fmt: skip

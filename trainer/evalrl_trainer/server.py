@@ -29,6 +29,7 @@ from .adapters import NAME, Adapters, AdapterError
 from .base_model import compile_decoder_layers, load_base_model, smollm2_gguf
 from .chat import render_prompt
 from .grpo import LossConfig
+from .guard import Guard, allowed_hosts
 from .limits import Limits, add_limit_flags, limits_from_flags
 from .lora import LoraSettings
 from .sampler import Mode, SampleRequest, Sampler
@@ -36,7 +37,7 @@ from .staging import IncompleteUpload, Staging
 from .tool_calls import parse_tool_calls
 from .train_step import Sequence as TrainSequence
 from .train_step import StepConfig
-from .trainer import Cancelled, StepConflict, Trainer
+from .trainer import Cancelled, StepBusy, StepConflict, Trainer
 
 
 # --- request schemas (validated at the edge; errors name the field) -----------------------------------------
@@ -53,7 +54,7 @@ class ChatRequest(BaseModel):
     max_tokens: int = Field(256, ge=1, le=32768)
     n: int = Field(1, ge=1, le=64)
     seed: int | None = Field(None, ge=0, lt=2**63)
-    stop: str | list[str] | None = None
+    stop: str | list[str] | None = None  # at most 4 strings (OpenAI's and vLLM's bound), each of at most 256 characters
     logprobs: bool = False
     ignore_eos: bool = False  # vLLM's extension: always sample max_tokens (benchmarks)
     return_token_ids: bool = False  # vLLM's extension; token ids come back whatever it says
@@ -66,6 +67,16 @@ class ChatRequest(BaseModel):
             if m.get("role") not in ("system", "user", "assistant", "tool"):
                 raise ValueError(f"message {i} has role {m.get('role')!r}; expected system, user, assistant or tool")
         return messages
+
+    @field_validator("stop")
+    @classmethod
+    def bounded_stop(cls, stop: str | list[str] | None):
+        strings = [stop] if isinstance(stop, str) else (stop or [])
+        if len(strings) > 4:
+            raise ValueError(f"{len(strings)} stop strings; at most 4")
+        if any(len(x) > 256 for x in strings):
+            raise ValueError("a stop string is longer than 256 characters")
+        return stop
 
 
 class Sequence(BaseModel):
@@ -174,21 +185,14 @@ def error(status: int, message: str) -> JSONResponse:
 
 
 def create_app(
-    adapters: Adapters, sampler: Sampler, trainer: Trainer, token: str | None, limits: Limits = Limits()
+    adapters: Adapters, sampler: Sampler, trainer: Trainer, token: str | None, limits: Limits = Limits(),
+    hosts: set[str] | None = None,
 ) -> FastAPI:
     app = FastAPI(title="evalrl model server")
     base = adapters.base
     staging = Staging(adapters.root)
-
-    @app.middleware("http")
-    async def guard(request: Request, call_next):
-        if token and request.headers.get("authorization") != f"Bearer {token}":
-            return error(401, "missing or wrong bearer token")
-        declared = request.headers.get("content-length")
-        size = int(declared) if declared and declared.isdigit() else len(await request.body())
-        if refusal := limits.body_refusal(size):
-            return error(413, refusal)
-        return await call_next(request)
+    # Host allowlist, token, body cap (counted as it streams) and concurrent chats: guard.py.
+    app.add_middleware(Guard, token=token, limits=limits, hosts=hosts, max_chat=limits.concurrent_chats)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError):
@@ -201,7 +205,11 @@ def create_app(
         return error(404 if "unknown" in str(exc) or "no checkpoint" in str(exc) else 400, str(exc))
 
     @app.get("/health")
-    def health():
+    async def health():  # no token needed, no worker thread, nothing beyond ok
+        return {"ok": True}
+
+    @app.get("/usage")
+    async def usage():  # the counters that /health gave before (issue 47): behind the token
         cache = sampler.cache
         return {"ok": True, "mode": sampler.mode, "device": str(base.device), "adapters": adapters.trained,
                 "prefix_cache": {"entries": len(cache.entries), "mb": round(cache.used / 2**20, 1), "hit_tokens": cache.hits, "computed_tokens": cache.misses},
@@ -224,6 +232,10 @@ def create_app(
                 f"model's context of {base.max_context} tokens",
             )
         stop = [req.stop] if isinstance(req.stop, str) else (req.stop or [])
+        if sampler.queue.qsize() + req.n > limits.queued_samples:
+            return JSONResponse(status_code=429, headers={"Retry-After": "1"}, content={"error": {
+                "message": f"{sampler.queue.qsize()} samples are queued (--max-queued-samples {limits.queued_samples}): retry later",
+                "code": 429}})  # fmt: skip
         futures = [
             sampler.submit(SampleRequest(
                 prompt_ids, adapter, req.max_tokens, req.temperature, req.top_p, req.top_k, req.min_p,
@@ -339,8 +351,10 @@ def create_app(
         digest = hashlib.sha256(req.model_dump_json(exclude={"keep_checkpoints", "upload"}).encode()).hexdigest()
         try:
             return trainer.step(req.adapter, req.step, sequences, cfg, lora, req.keep_checkpoints, digest)
-        except (StepConflict, Cancelled) as err:
+        except StepConflict as err:
             return error(409, str(err))
+        except (Cancelled, StepBusy) as err:  # retryable: a cancel, or another host training the step (its lease)
+            return error(503, str(err))
         except FloatingPointError as err:
             return error(422, str(err))
 
@@ -351,7 +365,7 @@ def create_app(
         return {"path": str(adapters.write_probe(req.rank).resolve())}
 
     @app.get("/train/progress/{adapter}")
-    def progress(adapter: str):
+    async def progress(adapter: str):  # reads state only: answers while every worker thread is busy
         return trainer.progress(adapter)
 
     @app.post("/train/cancel")
@@ -396,7 +410,8 @@ def main(argv: list[str] | None = None):
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--mode", choices=["throughput", "deterministic"], default="throughput")
     parser.add_argument("--max-batch", type=int, default=8)
-    parser.add_argument("--keep-checkpoints", type=int, default=0, help="keep the newest N steps (0: all)")
+    parser.add_argument("--keep-checkpoints", type=int, default=5,
+                        help="keep each adapter's newest N steps and step 0, unless a request says (0: all)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="seed of new adapters' initial weights")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--compile", action="store_true", help="torch.compile the decoder layers (GPU training)")
@@ -405,6 +420,7 @@ def main(argv: list[str] | None = None):
     parser.add_argument("--micro-batch-tokens", type=int, default=None,
                         help="padded tokens per training micro-batch: bounds training memory (default: 1024 on CPU, 16384 on GPU)")  # fmt: skip
     add_limit_flags(parser)
+    parser.add_argument("--allowed-hosts", default="", help="comma-separated Host names accepted beside loopback and --host")
     parser.add_argument("--prefix-cache-mb", type=int, default=None,
                         help="keys/values of recent prompts kept for reuse (default: 256 on CPU, 8192 on GPU; 0: off)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -429,7 +445,8 @@ def main(argv: list[str] | None = None):
     sampler = Sampler(adapters, mode=mode, max_batch=args.max_batch, prefix_cache_mb=prefix_cache_mb)
     tokens_per_micro_batch = args.micro_batch_tokens or (16384 if base.device.type == "cuda" else 1024)
     trainer = Trainer(adapters, args.keep_checkpoints, tokens_per_micro_batch)
-    app = create_app(adapters, sampler, trainer, token, limits_from_flags(args))
+    hosts = allowed_hosts(args.host, [h.strip() for h in args.allowed_hosts.split(",") if h.strip()])
+    app = create_app(adapters, sampler, trainer, token, limits_from_flags(args), hosts)
     dtype = next(base.model.parameters()).dtype
     print(f"evalrl model server: {model_path.name} on {base.device} ({dtype}), mode {mode}, resumed {resumed or 'nothing'}", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")

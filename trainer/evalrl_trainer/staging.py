@@ -7,12 +7,17 @@ rewrites the same file. A step trains only from a complete set. Chunks are spent
 (a retry stages them again, and gets the stored result), and an abandoned upload is dropped after a timeout.
 """
 import os
+import re
 import shutil
 import threading
 import time
 from contextlib import suppress
 from pathlib import Path
 from typing import Iterator
+
+from .checkpoints import NAME, AdapterError
+
+UPLOAD = re.compile(r"^[0-9a-f]{64}$")
 
 
 class IncompleteUpload(ValueError):
@@ -58,4 +63,6 @@ class Staging:
                     shutil.rmtree(folder, ignore_errors=True)
 
     def _upload(self, adapter: str, step: int, upload: str) -> Path:
+        if not NAME.match(adapter) or not UPLOAD.match(upload):  # names, never paths
+            raise AdapterError(f"upload: '{adapter}' / '{upload}' is not an adapter name and upload digest")
         return self.folder / adapter / f"step-{step}-{upload}"

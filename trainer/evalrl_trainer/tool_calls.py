@@ -8,8 +8,41 @@ import uuid
 
 # The opening tag also in the near-misses a small model writes after a short warm start (`<tool_call_en>`):
 # `<tool_call>` is five tokens for SmolLM2, and its prior for `_` after `call` outlasts a few SFT steps.
-TAGGED = re.compile(r"<tool_call\w*>\s*(.*?)\s*(</tool_call>|$)", re.DOTALL)
-FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+# Found by plain scans (`_tagged`), not the regex `<tool_call\w*>\s*(.*?)\s*(</tool_call>|$)`, which backtracks
+# quadratically on many unclosed tags: every text function here is linear in the model's output.
+OPEN_TAG, CLOSE_TAG = "<tool_call", "</tool_call>"
+
+
+def _tagged(text: str) -> tuple[list[tuple[str, str]], str]:
+    """([(block, closing)], rest): each `<tool_call…>` block up to the next `</tool_call>` (closing) or the end of
+    the text (closing ""), stripped, and the text outside the blocks."""
+    blocks, rest, pos = [], [], 0
+    while (start := text.find(OPEN_TAG, pos)) != -1:
+        j = start + len(OPEN_TAG)
+        while j < len(text) and (text[j].isalnum() or text[j] == "_"):  # the tag's \w* near-miss suffix
+            j += 1
+        if j >= len(text) or text[j] != ">":
+            rest.append(text[pos:j])
+            pos = j
+            continue
+        rest.append(text[pos:start])
+        end = text.find(CLOSE_TAG, j + 1)
+        if end == -1:
+            blocks.append((text[j + 1 :].strip(), ""))
+            pos = len(text)
+            break
+        blocks.append((text[j + 1 : end].strip(), CLOSE_TAG))
+        pos = end + len(CLOSE_TAG)
+    rest.append(text[pos:])
+    return blocks, "".join(rest)
+
+
+def _unfenced(text: str) -> str:
+    """The inside of a ```json … ``` fence (the whole text is one), else the text."""
+    if len(text) < 6 or not text.startswith("```") or not text.endswith("```"):
+        return text
+    inner = text[3:-3]
+    return (inner[4:] if inner.startswith("json") else inner).strip()
 
 
 def _as_call(obj) -> dict | None:
@@ -69,7 +102,7 @@ def _parse_call(block: str, tools: list[dict]) -> dict | None:
     `"arguments": {` (the flat form above); anything else after it makes the call malformed."""
     try:
         obj, end = json.JSONDecoder().raw_decode(block)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError; deep nesting overflows the stack
         return _as_call(_pythonic(block, tools))
     return _as_call(obj) if EXTRA_CLOSING.fullmatch(block, end) else None
 
@@ -99,14 +132,17 @@ def parse_tool_calls(text: str, tools: list[dict] | None = None) -> tuple[str | 
     complete calls before it stand (a small model often starts its next turn's call in the same reply).
     """
     thinking, answer = split_thinking(text)
-    content, calls = _answer_calls(answer, tools)
+    try:
+        content, calls = _answer_calls(answer, tools)
+    except Exception:  # RecursionError (deep nesting), MemoryError, ValueError…: a malformed reply is text, not a 500
+        return text, []
     if not calls:
         return text, []
     return (thinking + (content or "")).strip() or None, calls
 
 
 def _answer_calls(text: str, tools: list[dict] | None) -> tuple[str | None, list[dict]]:
-    tagged = TAGGED.findall(text)
+    tagged, outside = _tagged(text)
     if tagged:
         calls = []
         for i, (block, closing) in enumerate(tagged):
@@ -116,11 +152,10 @@ def _answer_calls(text: str, tools: list[dict] | None) -> tuple[str | None, list
             if call is None:
                 return text, []  # one broken call: hand the whole text back, the agent counts it as malformed
             calls.append(call)
-        rest = TAGGED.sub("", text).replace("</tool_call>", "").strip()  # a stray closing tag is no content
+        rest = outside.replace(CLOSE_TAG, "").strip()  # a stray closing tag is no content
         return (rest or None), calls
     stripped = text.strip()
-    fenced = FENCE.match(stripped)
-    candidate = fenced.group(1) if fenced else stripped
+    candidate = _unfenced(stripped)
     if candidate.startswith("{") or candidate.startswith("["):
         try:
             obj = json.loads(candidate)

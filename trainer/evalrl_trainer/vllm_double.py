@@ -93,7 +93,7 @@ def hermes_tool_calls(text: str) -> tuple[str | None, list[dict]]:
              "function": {"name": c["name"], "arguments": json.dumps(c["arguments"], ensure_ascii=False)}}
             for c in blocks
         ]  # fmt: skip
-    except (json.JSONDecodeError, KeyError, TypeError):
+    except Exception:  # as vLLM's parser: any failure (RecursionError on deep nesting too) leaves the text as content
         return text, []
     content = text[: text.find("<tool_call>")]
     return (content if content.strip() else None), calls
@@ -225,7 +225,7 @@ def create_app(args: argparse.Namespace, adapters: Adapters, sampler: Sampler, a
             rank = json.loads(config.read_text()).get("r", 0)
             if rank > args.max_lora_rank:  # lora/peft_helper.py validate_legal, via the engine core
                 return error(500, f"Call to add_lora method failed: LoRA rank {rank} is greater than max_lora_rank {args.max_lora_rank}.", "InternalServerError")
-            adapters.load_external(req.lora_name, path)
+            adapters.load_external(req.lora_name, path, anywhere=True)
             loras[req.lora_name] = req.lora_path
             return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' added successfully.")
 
