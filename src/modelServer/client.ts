@@ -139,8 +139,14 @@ export class ModelServerClient {
   }
 
   /** vLLM's endpoint: makes the PEFT adapter at `path` available for sampling as `name`. */
-  async loadAdapter(name: string, path: string): Promise<void> {
-    await this.call('POST', '/v1/load_lora_adapter', { lora_name: name, lora_path: path }, true);
+  /** `inPlace`: a name the server holds already is loaded again from `path` (vLLM's load_inplace). */
+  async loadAdapter(name: string, path: string, inPlace = false): Promise<void> {
+    await this.call(
+      'POST',
+      '/v1/load_lora_adapter',
+      { lora_name: name, lora_path: path, load_inplace: inPlace },
+      true,
+    );
   }
 
   async unloadAdapter(name: string): Promise<void> {

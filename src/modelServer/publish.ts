@@ -1,4 +1,4 @@
-import { ModelServerClient, ModelServerError } from './client';
+import { ModelServerClient } from './client';
 
 export interface Publication {
   address: string;
@@ -38,7 +38,10 @@ export async function publishStep(
   return { address, published: outcomes.filter((o) => o.error === undefined).map((o) => o.url), failed };
 }
 
-/** Loads a version on one sampling server (vLLM's load_lora_adapter); a name it already holds counts as loaded. */
+/**
+ * Loads a version on one sampling server (vLLM's load_lora_adapter), in place: a name the server already holds,
+ * from a retried publication or planted there by someone else, is loaded again from the run's own checkpoint.
+ */
 export async function loadVersion(
   url: string,
   token: string | undefined,
@@ -46,10 +49,5 @@ export async function loadVersion(
   checkpoint: string,
 ) {
   const server = new ModelServerClient({ url, token, attempts: 2, timeoutMs: 60_000 });
-  await server.loadAdapter(address, checkpoint).catch((err) => {
-    if (!alreadyLoaded(err)) throw err; // vLLM refuses a second load of a name: a retried publication
-  });
+  await server.loadAdapter(address, checkpoint, true);
 }
-
-const alreadyLoaded = (err: unknown) =>
-  err instanceof ModelServerError && err.status === 400 && /already been loaded/i.test(err.message);
