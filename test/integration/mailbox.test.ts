@@ -105,9 +105,9 @@ describe('ingest', () => {
     fs.writeFileSync(path.join(inbox, '5.'), mail('poison.good2'));
     const longSubject = mail('poison.long').replace(
       'Subject: poison.long',
-      `Subject: ${'long '.repeat(100).replace(/ /g, '\n ')}`,
+      `Subject: ${'long '.repeat(250).replace(/ /g, '\n ')}`,
     );
-    fs.writeFileSync(path.join(inbox, '6.'), longSubject); // 1,000 characters after unfolding
+    fs.writeFileSync(path.join(inbox, '6.'), longSubject); // 1,250 characters after unfolding, short lines
     const first = await ingestJson(path.join(dir, 'maildir'));
     expect(first).toMatchObject({ read: 6, stored: 4, rejected: 2 });
     expect(first.rejects.map((r: { reason: string }) => r.reason)).toEqual([
@@ -129,7 +129,7 @@ describe('ingest', () => {
     ]);
     expect(noted.rows).toEqual([{ status: 'stored', reason: 'subject: 1 NUL character stripped' }]);
 
-    // A value only PostgreSQL refuses (a year before 4713 BC) fails its batch: the batch is stored one by one.
+    // A date no calendar holds (a year before 4713 BC) is refused where it is parsed, naming the field.
     const jsonl = path.join(dir, 'mail.jsonl');
     const line = (id: string, date = '2001-02-03T00:00:00Z') =>
       JSON.stringify({ messageId: `<${id}@evalrl>`, from: { address: 'x@enron.com' }, date, body: id });
@@ -139,10 +139,7 @@ describe('ingest', () => {
     );
     const json = await ingestJson(jsonl, '--inbox', 'poison-j');
     expect(json).toMatchObject({ read: 3, stored: 2, rejected: 1 });
-    expect(json.rejects[0]).toMatchObject({
-      source: `${jsonl}:2`,
-      reason: expect.stringMatching(/^not storable: /),
-    });
+    expect(json.rejects[0]).toMatchObject({ source: `${jsonl}:2`, reason: expect.stringMatching(/^date: /) });
 
     // 8-bit mbox content reaches the MIME parser as bytes: its charset decodes it.
     const mbox = path.join(dir, 'latin1.mbox');
@@ -170,15 +167,16 @@ describe('ingest', () => {
     const jsonl = path.join(dir, 'mail.jsonl');
     const line = (id: string, date = '2001-02-03T00:00:00Z') =>
       JSON.stringify({ messageId: `<${id}@evalrl>`, from: { address: 'x@enron.com' }, date, body: id });
-    fs.writeFileSync(
-      jsonl,
-      [line('tr.1'), line('tr.bad', '-005000-01-01T00:00:00Z'), line('tr.flaky')].join('\n'),
-    );
-    // <tr.flaky> meets a serialization failure (SQLSTATE 40001) on its first two inserts.
+    fs.writeFileSync(jsonl, [line('tr.1'), line('tr.bad'), line('tr.flaky')].join('\n'));
+    // PostgreSQL refuses <tr.bad> (a data exception, SQLSTATE 22003: its batch is stored one by one and it alone
+    // is rejected), and <tr.flaky> meets a serialization failure (40001) on its first two inserts.
     await pool.query(`
       CREATE SEQUENCE evalrl_test_flaky;
       CREATE FUNCTION evalrl_test_flaky() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN
+        IF NEW.message_id = '<tr.bad@evalrl>' THEN
+          RAISE EXCEPTION 'value out of range (injected)' USING ERRCODE = '22003';
+        END IF;
         IF NEW.message_id = '<tr.flaky@evalrl>' AND nextval('evalrl_test_flaky') <= 2 THEN
           RAISE EXCEPTION 'could not serialize access (injected)' USING ERRCODE = '40001';
         END IF;

@@ -13,7 +13,7 @@ class Limits:
     request_bytes: int = 256 << 20  # --max-request-mb: one body (a whole step, or one chunk of it)
     train_sequences: int = 16384  # --max-step-sequences
     train_tokens: int = 32 << 20  # --max-step-tokens: 256 episodes × 8 sequences of a full 16,384-token context
-    concurrent_chats: int = 32  # --max-concurrent-chats: each holds one of the server's 40 worker threads
+    concurrent_chats: int = 256  # --max-concurrent-chats: each holds a worker thread (sized to fit, server.py)
     queued_samples: int = 1024  # --max-queued-samples: samples waiting for the sampler
 
     def body_refusal(self, size: int) -> str | None:
@@ -39,13 +39,13 @@ def positive(text: str) -> int:
     return value
 
 
-MAX_CONCURRENT_CHATS = 36  # of Starlette's 40 worker threads: progress, tokenize and training keep four
+MAX_CONCURRENT_CHATS = 4096  # each waits on a worker thread of its own
 
 
 def chats(text: str) -> int:
     value = positive(text)
     if value > MAX_CONCURRENT_CHATS:
-        raise argparse.ArgumentTypeError(f"{text}: at most {MAX_CONCURRENT_CHATS} (the server has 40 worker threads)")
+        raise argparse.ArgumentTypeError(f"{text}: at most {MAX_CONCURRENT_CHATS}")
     return value
 
 
@@ -57,7 +57,7 @@ def add_limit_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-step-tokens", type=positive, default=Limits.train_tokens,
                         help="most tokens one training step may have (held in memory while it trains)")  # fmt: skip
     parser.add_argument("--max-concurrent-chats", type=chats, default=Limits.concurrent_chats,
-                        help=f"chat requests answered at once (at most {MAX_CONCURRENT_CHATS}: the rest of the 40 worker threads stay free); more get 429")  # fmt: skip
+                        help="chat requests answered at once (each waits on a worker thread; a few more stay free for the rest); more get 429")  # fmt: skip
     parser.add_argument("--max-queued-samples", type=positive, default=Limits.queued_samples,
                         help="samples waiting for the sampler; a chat request beyond it gets 429")  # fmt: skip
 

@@ -16,9 +16,11 @@ import os
 import sys
 import time
 import uuid
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Literal
 
+import anyio.to_thread
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -184,11 +186,21 @@ def error(status: int, message: str) -> JSONResponse:
     return JSONResponse(status_code=status, content={"error": {"message": message, "code": status}})
 
 
+SPARE_THREADS = 8  # worker threads beyond the chats: progress, tokenize, adapter loads, training
+
+
 def create_app(
     adapters: Adapters, sampler: Sampler, trainer: Trainer, token: str | None, limits: Limits = Limits(),
     hosts: set[str] | None = None,
 ) -> FastAPI:
-    app = FastAPI(title="evalrl model server")
+    @asynccontextmanager
+    async def worker_threads(_app: FastAPI):
+        # A chat request waits on a worker thread for its samples: the pool holds every chat allowed at once,
+        # and progress, tokenize and training keep threads of their own beside them.
+        anyio.to_thread.current_default_thread_limiter().total_tokens = limits.concurrent_chats + SPARE_THREADS
+        yield
+
+    app = FastAPI(title="evalrl model server", lifespan=worker_threads)
     base = adapters.base
     staging = Staging(adapters.root)
     # Host allowlist, token, body cap (counted as it streams) and concurrent chats: guard.py.

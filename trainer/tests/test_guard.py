@@ -180,6 +180,6 @@ def test_the_bounds_are_validated_flags(monkeypatch):
     from evalrl_trainer.server import main
 
     monkeypatch.setenv("EVALRL_MODEL_SERVER_TOKEN", TOKEN)
-    for flags in (["--max-concurrent-chats", "40"], ["--max-concurrent-chats", "0"], ["--max-queued-samples", "0"]):
+    for flags in (["--max-concurrent-chats", "5000"], ["--max-concurrent-chats", "0"], ["--max-queued-samples", "0"]):
         with pytest.raises(SystemExit):
             main([*flags, "--model", "/nonexistent"])
