@@ -101,9 +101,28 @@ def read_lease(path: Path, ttl_s: float) -> dict | None:
             return None
 
 
+def _lease_record(holder: str, ttl_s: float) -> str:
+    return json.dumps({"holder": holder, "host": socket.gethostname(), "pid": os.getpid(), "expires": time.time() + ttl_s})
+
+
+def lease_live(lease: dict | None) -> bool:
+    """Held and not expired, and not by a process of this host that is gone (a server killed mid-step and
+    restarted here takes its own step over at once instead of waiting out the expiry)."""
+    if lease is None or lease.get("expires", 0) <= time.time():
+        return False
+    if lease.get("host") == socket.gethostname() and isinstance(lease.get("pid"), int):
+        try:
+            os.kill(lease["pid"], 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True  # alive, another user's
+    return True
+
+
 def _write_lease(path: Path, holder: str, ttl_s: float) -> None:
     tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}")
-    tmp.write_text(json.dumps({"holder": holder, "expires": time.time() + ttl_s}))
+    tmp.write_text(_lease_record(holder, ttl_s))
     os.replace(tmp, path)  # replaces a symlink itself, never writes through it
 
 
@@ -116,12 +135,12 @@ def take_lease(root: Path, adapter: str, step: int, holder: str, ttl_s: float) -
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     except FileExistsError:
         lease = read_lease(path, ttl_s)
-        if lease and lease.get("holder") != holder and lease.get("expires", 0) > time.time():
+        if lease and lease.get("holder") != holder and lease_live(lease):
             raise StepBusy(f"step: step-{step} of '{adapter}' is being trained by {lease.get('holder')}; retry later")
         _write_lease(path, holder, ttl_s)  # stale, or ours already: taken over
         return path
     with os.fdopen(fd, "w") as f:
-        f.write(json.dumps({"holder": holder, "expires": time.time() + ttl_s}))
+        f.write(_lease_record(holder, ttl_s))
     return path
 
 
@@ -147,7 +166,7 @@ def clean_stale(root: Path, adapter: str, ttl_s: float) -> None:
     for tmp in folder.glob("step-*.tmp*"):
         step = tmp.name.split(".", 1)[0]
         lease = read_lease(folder / f"{step}.lease", ttl_s)
-        if lease is None or lease.get("expires", 0) <= time.time():
+        if not lease_live(lease):
             if tmp.is_symlink() or not tmp.is_dir():
                 tmp.unlink(missing_ok=True)
             else:

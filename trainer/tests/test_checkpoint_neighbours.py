@@ -1,6 +1,8 @@
 """Issue 47: hostile neighbours on the checkpoint folder (paths for names, symlinks, split-brain, 409s that say why)."""
 import json
 import os
+import socket
+import subprocess
 import threading
 import time
 from dataclasses import replace
@@ -157,3 +159,15 @@ def test_adapters_are_restored_on_first_use_and_the_least_recently_used_is_evict
     assert adapters.resolve("p1") == "p1" and adapters.trained == {"p1": 1}  # a sampling request restores it
     trainer.step("p2", 2, make_batch(2), CFG, LORA)  # a train step restores p2, evicting the idle p1
     assert adapters.trained == {"p2": 2}
+
+
+def test_a_lease_of_a_process_of_this_host_that_is_gone_is_stale_at_once():
+    """A model server SIGKILLed mid-step and restarted on the same host takes its step over without waiting out
+    the lease; a live process's lease, or another host's, stays live until it expires."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    here, later = socket.gethostname(), time.time() + 600
+    assert not checkpoints.lease_live({"holder": "x", "host": here, "pid": gone.pid, "expires": later})
+    assert checkpoints.lease_live({"holder": "x", "host": here, "pid": os.getpid(), "expires": later})
+    assert checkpoints.lease_live({"holder": "x", "host": "another-host", "pid": gone.pid, "expires": later})
+    assert not checkpoints.lease_live({"holder": "x", "host": "another-host", "pid": 1, "expires": time.time() - 1})
