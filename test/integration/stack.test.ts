@@ -53,8 +53,9 @@ it('comes up from nothing, runs a workflow through PostgreSQL, and keeps its his
     migrationsApplied: [],
   });
 
-  const pool = createPool(config);
-  const workers = await createWorkers(config, pool, ['workflows', 'cpu']);
+  const upConfig = stackConfig(env); // read after `up`: the password it generated for the cluster
+  const pool = createPool(upConfig);
+  const workers = await createWorkers(upConfig, pool, ['workflows', 'cpu']);
   const workflowId = `stack-check-${Date.now()}`;
   const result = await runWorkersUntil(
     workers,
